@@ -1,0 +1,36 @@
+"""The `corl` command: a thin layer over the library.
+
+    corl train configs/tiny.yaml --set grpo.beta=0.01     # one process, all agents
+    torchrun --nproc-per-node 2 -m corl train CONFIG      # one process group per agent
+    corl train --resume runs/my-run                       # continue where it stopped
+    corl eval CKPT [CKPT ...] --data FILE                 # greedy, avg@k, maj@k, pooled maj@k
+    corl quickstart                                       # the embedded default, CPU, minutes
+
+Each subcommand lives in its own module with a `register(app)` function; heavy imports
+(torch, transformers) happen inside the commands so that `corl --help` is instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="corl",
+    help="Co-RL: train language models to reason without labels, by peer supervision.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_COMMAND_MODULES = ("train", "evaluate", "quickstart", "theory", "diversity", "rephrase")
+
+for _name in _COMMAND_MODULES:
+    try:
+        _module = importlib.import_module(f"{__name__}.{_name}")
+    except ModuleNotFoundError as err:  # pragma: no cover - only while a command is being written
+        if err.name != f"{__name__}.{_name}":
+            raise
+        continue
+    _module.register(app)
