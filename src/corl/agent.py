@@ -1,0 +1,150 @@
+"""One cohort member: a policy with its own weights, optimizer and prompt wording.
+
+Agents never share parameters, gradients or optimizer state; the only thing that
+crosses between them is the answers table (see `corl.cohort`).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+
+from corl.config import AgentConfig, GRPOConfig
+from corl.data import Problem, PromptTemplate
+from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, kl_k3, token_logprobs
+from corl.rollout import HFGenerateEngine, Rollout, SamplingParams
+
+
+def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Log-probs of the completion tokens of rollout rows `rows` under `model`: [n, C]."""
+    input_ids = rollout.input_ids[rows]  # [n, P + C]
+    attention_mask = rollout.attention_mask[rows]
+    # Left padding shifts positions; count them from the first real token, as generate does.
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits  # [n, P+C, V]
+    p = rollout.prompt_length
+    return token_logprobs(logits[:, p - 1 : -1], input_ids[:, p:], temperature)  # [n, C]
+
+
+@dataclass
+class UpdateStats:
+    loss: float = 0.0
+    clip_fraction: float = 0.0
+    kl: float = 0.0
+    grad_norm: float = 0.0
+    optimizer_steps: int = 0
+    active_sequences: int = 0  # sequences with non-zero advantage (the rest carry no gradient)
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "loss": self.loss,
+            "clip_fraction": self.clip_fraction,
+            "kl": self.kl,
+            "grad_norm": self.grad_norm,
+            "optimizer_steps": self.optimizer_steps,
+            "active_sequences": self.active_sequences,
+        }
+
+
+class Agent:
+    """A policy plus everything it needs to sample and to update itself."""
+
+    def __init__(self, config: AgentConfig, model, tokenizer, template: PromptTemplate, prompt_field: str, grpo: GRPOConfig,
+                 generation_batch_size: int | None = None):
+        self.config = config
+        self.name = config.name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.template = template
+        self.prompt_field = prompt_field
+        self.grpo = grpo
+        # Chat templates already contain BOS; adding special tokens again would double it.
+        self.engine = HFGenerateEngine(model, tokenizer, batch_size=generation_batch_size, add_special_tokens=not template.chat)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.reference = None
+        if grpo.beta > 0:
+            # Only with a KL term is a frozen copy of the initial policy worth its memory.
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+
+    def prompts(self, problems: list[Problem]) -> list[str]:
+        return [self.template.render(p.texts[self.prompt_field], self.tokenizer) for p in problems]
+
+    def sample(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
+        return self.engine.generate(self.prompts(problems), num_samples, params)
+
+    def update(self, rollout: Rollout, rewards: torch.Tensor, temperature: float) -> UpdateStats:
+        """One GRPO update on this agent's own rollouts and rewards ([B, K])."""
+        cfg = self.grpo
+        device = rollout.input_ids.device
+        advantages = group_advantages(rewards, cfg.scale_rewards).flatten().to(device)  # [N]
+        mask = rollout.completion_mask.float()  # [N, C]
+        n_total = advantages.shape[0]
+        # With beta = 0 a zero-advantage sequence contributes exactly zero loss and gradient,
+        # so it is left out of the forward pass and the loss is rescaled to the full batch.
+        # On CPU this often halves the cost of a step. With beta > 0 the KL term needs all.
+        active = torch.arange(n_total, device=device) if cfg.beta > 0 else torch.nonzero(advantages != 0).flatten()
+        stats = UpdateStats(active_sequences=int(active.numel()))
+        if active.numel() == 0:
+            return stats  # the loss is identically zero: no optimizer step
+
+        self.model.train()
+        old_logprobs = None
+        if cfg.num_passes > 1:
+            with torch.no_grad():
+                old_logprobs = sequence_logprobs(self.model, rollout, active, temperature)
+        ref_logprobs = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref_logprobs = sequence_logprobs(self.reference, rollout, active, temperature)
+
+        total_tokens = mask.sum().clamp(min=1.0)
+        # minibatch_size bounds memory only: minibatches accumulate into one optimizer
+        # step per pass, so the update is the same whatever its value.
+        minibatch = cfg.minibatch_size or active.numel()
+        losses, clips, kls, norms = [], [], [], []
+        for _ in range(cfg.num_passes):
+            self.optimizer.zero_grad(set_to_none=True)
+            pass_loss, pass_clip, pass_kl = 0.0, 0.0, 0.0
+            for start in range(0, active.numel(), minibatch):
+                local = torch.arange(start, min(start + minibatch, active.numel()), device=device)
+                rows = active[local]
+                logprobs = sequence_logprobs(self.model, rollout, rows, temperature)  # [n, C]
+                old = old_logprobs[local] if old_logprobs is not None else logprobs.detach()
+                per_token, clipped = clipped_policy_loss(logprobs, old, advantages[rows], cfg.epsilon_low, cfg.epsilon_high)
+                m = mask[rows]
+                if ref_logprobs is not None:
+                    kl = kl_k3(logprobs, ref_logprobs[local])
+                    per_token = per_token + cfg.beta * kl
+                    pass_kl += float((kl * m).sum() / total_tokens)
+                loss = aggregate_loss(per_token, m, cfg.loss_aggregation, max_tokens=m.shape[1])
+                loss = loss * self._batch_share(rows, m, n_total, total_tokens)
+                loss.backward()
+                pass_loss += float(loss)
+                pass_clip += float((clipped.float() * m).sum() / total_tokens)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm or float("inf"))
+            self.optimizer.step()
+            losses.append(pass_loss)
+            clips.append(pass_clip)
+            kls.append(pass_kl)
+            norms.append(float(norm))
+            stats.optimizer_steps += 1
+        stats.loss = sum(losses) / len(losses)
+        stats.clip_fraction = sum(clips) / len(clips)
+        stats.kl = sum(kls) / len(kls)
+        stats.grad_norm = sum(norms) / len(norms)
+        return stats
+
+    def _batch_share(self, rows: torch.Tensor, mask: torch.Tensor, n_total: int, total_tokens: torch.Tensor) -> torch.Tensor | float:
+        """Scale a minibatch loss so that it equals its part of the full-batch loss."""
+        if self.grpo.loss_aggregation == "bnpo":
+            return mask.sum() / total_tokens
+        return rows.numel() / n_total
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])

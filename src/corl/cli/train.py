@@ -1,0 +1,49 @@
+"""`corl train CONFIG [--set key=value ...]` and `corl train --resume RUN_DIR`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def train(
+    config: Optional[Path] = typer.Argument(None, help="Run config (YAML). Not needed with --resume."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value: --set grpo.beta=0.01 (repeatable)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory from its last checkpoint."),
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory (default: the config's output_dir)."),
+) -> None:
+    """Train a cohort with Co-RL (label_source peer), TTRL (self) or GT-Reward (truth)."""
+    from rich.console import Console
+
+    from corl.cli.progress import StepProgress
+    from corl.config import ConfigError, load_config
+
+    console = Console(stderr=True)
+    if resume is None and config is None:
+        raise typer.BadParameter("give a CONFIG file, or --resume RUN_DIR")
+    if resume is not None:
+        config = config or resume / "config.yaml"
+        run_dir = resume
+    try:
+        cfg = load_config(config, set_)
+    except ConfigError as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(2) from None
+    if resume is None:
+        run_dir = output_dir or Path(cfg.output_dir)
+    from corl.data import DataError
+    from corl.distributed import launch
+
+    try:
+        last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
+    except (DataError, FileNotFoundError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(2) from None
+    if last is not None:
+        console.print(f"done: {run_dir}  (metrics.jsonl, tensorboard/, checkpoints/)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)

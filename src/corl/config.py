@@ -1,0 +1,206 @@
+"""The run configuration: one YAML file in, validated typed objects out.
+
+    cfg = load_config("configs/tiny.yaml", overrides=["grpo.beta=0.01", "agents.1.lr=3e-4"])
+
+Every value is checked when the file is read; a bad value raises `ConfigError` naming
+the key, what was given and what is allowed, before any model is loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or not allowed; the message says which and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AgentConfig(_Strict):
+    """One member of the cohort: its own model, tokenizer, optimizer and prompt wording."""
+
+    name: str = Field(min_length=1, description="Unique name; used in metrics and checkpoint folders.")
+    model: str = Field(min_length=1, description="Hugging Face model id, local path, or `tiny:<family>` (embedded default).")
+    tokenizer: str | None = Field(None, description="Tokenizer id or path; defaults to the model's.")
+    chat_template: bool = Field(False, description="Wrap prompts in the tokenizer's chat template.")
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate of this agent.")
+    weight_decay: float = Field(0.0, ge=0)
+    prompt_field: str | None = Field(
+        None,
+        description="Dataset field this agent reads its prompt from (data decoupling, 'Different family+'); defaults to data.prompt_field.",
+    )
+
+
+class DataConfig(_Strict):
+    """Where prompts come from. Ground-truth answers are optional and never reach a label-free reward."""
+
+    train: str = Field(min_length=1, description="Local JSONL/Parquet/CSV file or Hugging Face dataset name.")
+    split: str = Field("train", description="Split name for Hugging Face datasets.")
+    val: str | None = Field(None, description="Held-out file or dataset for periodic validation (needs answers).")
+    val_split: str = "test"
+    val_size: int = Field(64, ge=1, description="Validation problems evaluated each time (first N rows).")
+    max_rows: int | None = Field(None, ge=1, description="Use only the first N training rows.")
+    id_field: str = "id"
+    prompt_field: str = "problem"
+    answer_field: str | None = Field("answer", description="Ground-truth column, for diagnostics and label source 'truth' only.")
+    template: str = Field("{problem}\n{instruction}", description="Prompt text; placeholders {problem} and {instruction}.")
+    instruction: str = DEFAULT_INSTRUCTION
+
+    @model_validator(mode="after")
+    def _template_has_problem(self) -> DataConfig:
+        if "{problem}" not in self.template:
+            raise ValueError("data.template must contain the placeholder {problem}")
+        return self
+
+
+class CohortConfig(_Strict):
+    """Algorithm 1's knobs: who labels whom, how much is sampled, for how long."""
+
+    label_source: Literal["peer", "self", "truth"] = Field(
+        "peer", description="peer = Co-RL ring (agent n taught by n-1); self = TTRL; truth = GT-Reward."
+    )
+    samples_per_prompt: int = Field(8, ge=1, description="K completions per prompt and agent.")
+    prompts_per_step: int = Field(16, ge=1)
+    steps: int = Field(100, ge=1)
+    seed: int = 0
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the rollouts.")
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(512, ge=1, description="Completion budget; a truncated completion has no answer.")
+    min_agreement: float = Field(
+        0.0, ge=0, le=1, description="A label needs at least this share of the teacher's K votes, else the prompt is unlabeled."
+    )
+    generation_batch_size: int | None = Field(None, ge=1, description="Sequences per generate call (memory cap); None = all.")
+
+
+class GRPOConfig(_Strict):
+    """The policy update (DeepSeekMath GRPO; defaults follow TRL and the reference runs)."""
+
+    epsilon_low: float = Field(0.2, ge=0, description="Lower clip: ratio >= 1 - epsilon_low.")
+    epsilon_high: float = Field(0.2, ge=0, description="Upper clip; > epsilon_low is DAPO's clip-higher.")
+    beta: float = Field(0.0, ge=0, description="k3 KL to a frozen reference; 0 loads no reference model.")
+    loss_aggregation: Literal["grpo", "bnpo", "dr_grpo"] = "grpo"
+    scale_rewards: Literal["group", "none"] = Field("group", description="Divide advantages by the group std (GRPO) or not (Dr. GRPO).")
+    num_passes: int = Field(1, ge=1, description="Optimization passes over each step's rollouts (PPO epochs).")
+    minibatch_size: int | None = Field(None, ge=1, description="Sequences per forward/backward (gradient accumulation, bounds memory); None = all at once.")
+    max_grad_norm: float | None = Field(1.0, gt=0)
+
+
+class LoggingConfig(_Strict):
+    eval_every: int = Field(0, ge=0, description="Validate every N steps (0 = only at the end, if data.val is set).")
+    checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only at the end).")
+    tensorboard: bool = True
+    progress: bool = True
+
+
+class RunConfig(_Strict):
+    """A whole run: the cohort, its data, the update rule, and where results go."""
+
+    output_dir: str = "runs/corl"
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
+    agents: list[AgentConfig] = Field(min_length=1)
+    data: DataConfig
+    cohort: CohortConfig = CohortConfig()
+    grpo: GRPOConfig = GRPOConfig()
+    logging: LoggingConfig = LoggingConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        names = [a.name for a in self.agents]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"agent names must be unique; repeated: {', '.join(dupes)}")
+        if self.cohort.label_source == "peer" and len(self.agents) < 2:
+            raise ValueError("cohort.label_source 'peer' needs at least 2 agents (use 'self' for a single agent)")
+        if self.cohort.label_source == "truth" and not self.data.answer_field:
+            raise ValueError("cohort.label_source 'truth' needs data.answer_field")
+        return self
+
+    def prompt_field(self, agent: AgentConfig) -> str:
+        return agent.prompt_field or self.data.prompt_field
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `a.b.c=value` overrides (value parsed as YAML; list items by index: agents.0.lr)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.path=value")
+        path, text = item.split("=", 1)
+        value = yaml.safe_load(text) if text.strip() else ""
+        node: Any = raw
+        parts = path.strip().split(".")
+        for i, part in enumerate(parts[:-1]):
+            node = _child(node, part, ".".join(parts[: i + 1]), create=True)
+        last = parts[-1]
+        if isinstance(node, list):
+            index = _index(node, last, path)
+            node[index] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ConfigError(f"override {path}: {'.'.join(parts[:-1])} is a value, not a section")
+    return raw
+
+
+def _index(node: list, part: str, path: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError(f"override {path}: {part!r} is not an index of a list of {len(node)}")
+    return int(part)
+
+
+def _child(node: Any, part: str, where: str, create: bool) -> Any:
+    if isinstance(node, list):
+        return node[_index(node, part, where)]
+    if not isinstance(node, dict):
+        raise ConfigError(f"override {where}: parent is a value, not a section")
+    if part not in node or node[part] is None:
+        if not create:
+            raise ConfigError(f"unknown key {where}")
+        node[part] = {}
+    return node[part]
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (check its spelling and section)"
+        given = e.get("input")
+        shown = "" if e["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
+        lines.append(f"  {key}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def validate_config(raw: dict[str, Any], source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML run config, apply `key=value` overrides and validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return validate_config(apply_overrides(raw, overrides or []), str(path))
+
+
+def dump_config(cfg: RunConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

@@ -1,0 +1,164 @@
+"""Datasets, prompts and batches.
+
+Rows come from a local JSONL / JSON / Parquet / CSV file or a Hugging Face dataset name.
+A training row becomes a `Problem`: an id and the prompt text of each field the agents
+read (data decoupling: agents may read different wordings of the same row). The ground
+truth, when present, goes into a separate `AnswerKey` that only the `truth` label source
+and the diagnostics receive: a `Problem` has no answer attribute to leak.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from corl.config import DEFAULT_INSTRUCTION
+
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+
+
+class DataError(ValueError):
+    """A dataset is missing, unreadable or has a malformed row; the message says where."""
+
+
+def _looks_local(source: str) -> bool:
+    return source.endswith(LOCAL_SUFFIXES) or source.startswith((".", "/", "~"))
+
+
+def load_rows(source: str, split: str | None = None) -> list[dict]:
+    """Rows of a local file (by suffix) or of a Hugging Face dataset (by name)."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        return _read_local(path)
+    if _looks_local(source):
+        raise DataError(f"dataset file {source!r} not found")
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(source, split=split or "train")
+    except Exception as err:  # datasets raises many types; the user needs the name and the cause
+        raise DataError(f"could not load Hugging Face dataset {source!r} (split {split or 'train'!r}): {err}") from err
+    return [dict(r) for r in ds]
+
+
+def _read_local(path: Path) -> list[dict]:
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        rows = []
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DataError(f"dataset '{path}' line {lineno}: not valid JSON ({err.msg})") from None
+                if not isinstance(row, dict):
+                    raise DataError(f"dataset '{path}' line {lineno}: expected a JSON object, got {type(row).__name__}")
+                rows.append(row)
+        return rows
+    if suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise DataError(f"dataset '{path}': not valid JSON ({err.msg} at line {err.lineno})") from None
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise DataError(f"dataset '{path}': expected a JSON list of objects")
+        return data
+    if suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as f:
+            return [dict(r) for r in csv.DictReader(f)]
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    raise DataError(f"dataset '{path}': unsupported file type {suffix!r} (use one of {', '.join(LOCAL_SUFFIXES)})")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One unlabeled training row: its id and the prompt text per field (no answer)."""
+
+    id: str
+    texts: dict[str, str]  # field name -> problem text
+
+
+AnswerKey = dict[str, str]  # row id -> ground-truth answer
+
+
+def _field(row: dict, field: str, source: str, index: int, option: str) -> str:
+    if field not in row or row[field] is None:
+        columns = ", ".join(sorted(row)) or "none"
+        raise DataError(f"dataset '{source}' row {index}: field {field!r} is missing (columns: {columns}); set {option}")
+    value = row[field]
+    if not isinstance(value, (str, int, float)):
+        raise DataError(f"dataset '{source}' row {index}: field {field!r} must be text, got {type(value).__name__}")
+    return str(value)
+
+
+def build_problems(
+    rows: Sequence[dict],
+    source: str,
+    prompt_fields: Sequence[str],
+    id_field: str = "id",
+    answer_field: str | None = None,
+) -> tuple[list[Problem], AnswerKey]:
+    """Split rows into label-free problems and a separate answer key.
+
+    Rows without the id field get their row index as id. Ids must be unique: labels and
+    data-decoupled wordings are matched by id.
+    """
+    if not rows:
+        raise DataError(f"dataset '{source}' has no rows")
+    problems: list[Problem] = []
+    key: AnswerKey = {}
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        pid = str(row[id_field]) if row.get(id_field) is not None else str(i)
+        if pid in seen:
+            raise DataError(f"dataset '{source}' row {i}: id {pid!r} repeats row {seen[pid]}; ids must be unique")
+        seen[pid] = i
+        texts = {f: _field(row, f, source, i, "data.prompt_field or agents[].prompt_field") for f in prompt_fields}
+        problems.append(Problem(id=pid, texts=texts))
+        if answer_field:
+            key[pid] = _field(row, answer_field, source, i, "data.answer_field (or null for unlabeled data)")
+    return problems, key
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """Turns a problem into the text a model is prompted with."""
+
+    format: str = "{problem}\n{instruction}"
+    instruction: str = DEFAULT_INSTRUCTION
+    chat: bool = False
+
+    def render(self, problem: str, tokenizer=None) -> str:
+        text = self.format.format(problem=problem, instruction=self.instruction)
+        if self.chat:
+            if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+                raise ValueError("chat_template is on but the tokenizer has no chat template; set chat_template: false")
+            return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+        return text
+
+
+def batch_indices(step: int, num_rows: int, batch_size: int, seed: int) -> list[int]:
+    """Row indices of a step's batch: a pure function of (step, seed), so a resumed run
+    draws exactly the batches the uninterrupted run would have drawn.
+
+    Rows are visited in a fresh seeded permutation per epoch; a batch that crosses an
+    epoch boundary takes the tail of one permutation and the head of the next.
+    """
+    out: list[int] = []
+    start = step * batch_size
+    while len(out) < batch_size:
+        epoch, offset = divmod(start + len(out), num_rows)
+        perm = np.random.default_rng([seed, epoch]).permutation(num_rows)
+        take = min(batch_size - len(out), num_rows - offset)
+        out.extend(int(i) for i in perm[offset : offset + take])
+    return out

@@ -1,0 +1,105 @@
+"""Evaluation on problems with answers: greedy accuracy, avg@k, maj@k, pass@k, pooled maj@k.
+
+avg@k: mean correctness of k samples. maj@k: the majority answer of k samples is
+correct. pass@k: at least one of k samples is correct. Pooled maj@k: one vote over the
+k samples of *every* model (a cohort used as an ensemble).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from corl.answers import answer_key, extract_answer, is_equivalent
+from corl.labels import majority_vote
+from corl.rollout import RolloutEngine, SamplingParams
+
+Answers = list[list[str | None]]  # [B][K]
+
+
+def sample_answers(
+    engine: RolloutEngine, prompts: Sequence[str], k: int, params: SamplingParams, batch_prompts: int = 64, progress=None
+) -> tuple[Answers, list[float]]:
+    """k extracted answers per prompt ([B][K]) and each prompt's mean completion length."""
+    answers: Answers = []
+    lengths: list[float] = []
+    for start in range(0, len(prompts), batch_prompts):
+        chunk = list(prompts[start : start + batch_prompts])
+        rollout = engine.generate(chunk, k, params)
+        extracted = [extract_answer(t) for t in rollout.texts]
+        answers.extend(extracted[i * k : (i + 1) * k] for i in range(len(chunk)))
+        lengths.extend(rollout.completion_lengths.view(len(chunk), k).float().mean(1).tolist())
+        if progress is not None:
+            progress(len(chunk))
+    return answers, lengths
+
+
+def grade(answers: Answers, gold: Sequence[str]) -> list[list[bool]]:
+    """[B][K] answers vs [B] gold answers -> [B][K] correctness."""
+    cache: dict[tuple[str, str], bool] = {}
+
+    def ok(a: str | None, g: str) -> bool:
+        if a is None:
+            return False
+        if (a, g) not in cache:
+            cache[(a, g)] = is_equivalent(a, g)
+        return cache[(a, g)]
+
+    return [[ok(a, g) for a in group] for group, g in zip(answers, gold, strict=True)]
+
+
+def majority_correct(answers: Answers, gold: Sequence[str]) -> list[bool]:
+    """[B] whether each prompt's majority answer (corl's vote and tie-break) is correct."""
+    out = []
+    for group, g in zip(answers, gold, strict=True):
+        vote = majority_vote([answer_key(a) if a is not None else None for a in group], group)
+        out.append(vote is not None and is_equivalent(vote.answer, g))
+    return out
+
+
+@dataclass
+class Scores:
+    accuracy: float  # avg@k (greedy accuracy when k = 1 at temperature 0)
+    maj: float  # maj@k
+    passk: float  # pass@k
+    k: int
+    n: int
+
+    def as_dict(self, prefix: str = "") -> dict[str, float]:
+        return {f"{prefix}avg@{self.k}": self.accuracy, f"{prefix}maj@{self.k}": self.maj, f"{prefix}pass@{self.k}": self.passk}
+
+
+def score(answers: Answers, gold: Sequence[str]) -> Scores:
+    correct = grade(answers, gold)
+    k = len(answers[0]) if answers else 0
+    n = len(answers)
+    return Scores(
+        accuracy=sum(sum(c) for c in correct) / max(n * k, 1),
+        maj=sum(majority_correct(answers, gold)) / max(n, 1),
+        passk=sum(any(c) for c in correct) / max(n, 1),
+        k=k,
+        n=n,
+    )
+
+
+def pooled(answer_sets: Sequence[Answers]) -> Answers:
+    """Concatenate several models' samples per prompt, for a pooled vote."""
+    return [sum((list(s[b]) for s in answer_sets), []) for b in range(len(answer_sets[0]))]
+
+
+def accuracy_by_group(correct: Sequence[bool], groups: Sequence[str]) -> dict[str, float]:
+    """Mean correctness per group label (e.g. problem type or MATH level)."""
+    totals: dict[str, list[int]] = {}
+    for c, g in zip(correct, groups, strict=True):
+        t = totals.setdefault(g, [0, 0])
+        t[0] += int(c)
+        t[1] += 1
+    return {g: hit / n for g, (hit, n) in sorted(totals.items())}
+
+
+@torch.no_grad()
+def greedy_accuracy(engine: RolloutEngine, prompts: Sequence[str], gold: Sequence[str], max_new_tokens: int, batch_prompts: int = 64) -> float:
+    answers, _ = sample_answers(engine, prompts, 1, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), batch_prompts)
+    return score(answers, gold).accuracy

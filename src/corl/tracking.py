@@ -1,0 +1,68 @@
+"""Where metrics go: a JSONL file (the record), TensorBoard events (the curves)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+class MetricsLog:
+    """Append-only `metrics.jsonl` plus TensorBoard scalars, safe to reopen on resume.
+
+    On resume from step S, records after S (written by the interrupted run after its
+    last checkpoint) are dropped, so every step appears exactly once.
+    """
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_step: int | None = None):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None and self.path.exists():
+            kept = [line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= resume_step]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        self._file = self.path.open("a", encoding="utf-8")
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"), purge_step=None if resume_step is None else resume_step + 1)
+
+    def log(self, step: int, metrics: dict[str, float], kind: str = "train") -> None:
+        record = {"step": step, "kind": kind, **{k: _clean(v) for k, v in metrics.items()}}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    self._tb.add_scalar(f"{kind}/{key}", value, step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _clean(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _step_of(line: str) -> int | None:
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None  # a torn last line from a crash
+
+
+def read_metrics(run_dir: str | Path, kind: str | None = None) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if kind is None or record.get("kind") == kind:
+            records.append(record)
+    return records

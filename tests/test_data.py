@@ -1,0 +1,67 @@
+"""Data loading, malformed rows, prompt templates and the stateless batch order."""
+
+import json
+
+import pytest
+
+from corl.data import DataError, PromptTemplate, batch_indices, build_problems, load_rows
+
+ROWS = [{"id": "a", "problem": "1+1", "answer": "2"}, {"id": "b", "problem": "2+2", "answer": "4"}]
+
+
+def test_jsonl_csv_parquet_load_the_same_rows(tmp_path):
+    import pandas as pd
+
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    pd.DataFrame(ROWS).to_csv(tmp_path / "d.csv", index=False)
+    pd.DataFrame(ROWS).to_parquet(tmp_path / "d.parquet")
+    (tmp_path / "d.json").write_text(json.dumps(ROWS))
+    for name in ("d.jsonl", "d.csv", "d.parquet", "d.json"):
+        assert load_rows(str(tmp_path / name)) == ROWS, name
+
+
+def test_malformed_jsonl_names_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(ROWS[0]) + "\n{oops\n")
+    with pytest.raises(DataError, match=r"bad.jsonl' line 2: not valid JSON"):
+        load_rows(str(path))
+    with pytest.raises(DataError, match="not found"):
+        load_rows(str(tmp_path / "missing.jsonl"))
+
+
+def test_missing_field_names_file_row_field_and_columns():
+    rows = [ROWS[0], {"id": "c", "question": "3+3", "answer": "6"}]
+    with pytest.raises(DataError) as err:
+        build_problems(rows, "x.jsonl", ["problem"])
+    assert "dataset 'x.jsonl' row 1: field 'problem' is missing (columns: answer, id, question)" in str(err.value)
+
+
+def test_problems_carry_no_answer_and_ids_must_be_unique():
+    problems, gold = build_problems(ROWS, "x", ["problem"], answer_field="answer")
+    assert not hasattr(problems[0], "answer") and problems[0].texts == {"problem": "1+1"}
+    assert gold == {"a": "2", "b": "4"}
+    with pytest.raises(DataError, match="id 'a' repeats row 0"):
+        build_problems([ROWS[0], ROWS[0]], "x", ["problem"])
+
+
+def test_decoupled_fields_read_per_agent():
+    rows = [{"id": "a", "problem": "1+1", "story": "one apple and one apple"}]
+    problems, _ = build_problems(rows, "x", ["problem", "story"])
+    assert problems[0].texts["story"] == "one apple and one apple"
+
+
+def test_prompt_template():
+    assert PromptTemplate().render("1+1") == "1+1\nPlease reason step by step, and put your final answer within \\boxed{}."
+    assert PromptTemplate("{problem}\n", "").render("1+1") == "1+1\n"
+    with pytest.raises(ValueError, match="no chat template"):
+        PromptTemplate(chat=True).render("x", tokenizer=None)
+
+
+def test_batches_are_a_pure_function_of_step_and_cover_each_epoch():
+    first_epoch = [i for s in range(5) for i in batch_indices(s, 10, 2, seed=3)]
+    assert sorted(first_epoch) == list(range(10))
+    assert batch_indices(7, 10, 4, seed=3) == batch_indices(7, 10, 4, seed=3)
+    assert batch_indices(0, 10, 4, seed=3) != batch_indices(0, 10, 4, seed=4)
+    # a batch crossing the epoch boundary: tail of epoch 0, head of epoch 1
+    crossing = batch_indices(2, 10, 4, seed=3)
+    assert crossing[:2] == first_epoch[8:10]
