@@ -122,7 +122,7 @@ class Agent:
                 loss = aggregate_loss(per_token, m, cfg.loss_aggregation, max_tokens=m.shape[1])
                 loss = loss * self._batch_share(rows, m, n_total, total_tokens)
                 loss.backward()
-                pass_loss += float(loss)
+                pass_loss += float(loss.detach())
                 pass_clip += float((clipped.float() * m).sum() / total_tokens)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm or float("inf"))
             self.optimizer.step()

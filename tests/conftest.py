@@ -1,0 +1,80 @@
+"""Shared fixtures: tiny models of two architectures with two different tokenizers,
+built and briefly trained inside the tests (nothing comes from a hub).
+
+A random-init model never writes `\\boxed{}`, so every reward would be 0 and no update
+would happen. The fixture therefore teaches each model, in a few dozen SFT steps, the
+*format* of an answer (`\\boxed{d}` with a random digit d): its samples then carry
+answers that vote, disagree and earn mixed rewards, which is what the engine tests need.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _format_sft(model, tokenizer, problems: list[str], steps: int = 60, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        texts = [p + "\n" + "\\boxed{" + str(rng.randint(0, 3)) + "}" + tokenizer.eos_token for p in rng.sample(problems, 16)]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+        loss = model(**enc, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> dict[str, Path]:
+    """Small train / test JSONL files of the embedded synthetic task."""
+    from corl.tiny.task import make_split, write_jsonl
+
+    root = tmp_path_factory.mktemp("data")
+    return {
+        "train": write_jsonl(make_split("train", 48, seed=0), root / "train.jsonl"),
+        "test": write_jsonl(make_split("test", 12, seed=0), root / "test.jsonl"),
+    }
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory, tiny_data) -> dict[str, Path]:
+    """{"llama-char": dir, "qwen2-bpe": dir}: save_pretrained model + tokenizer folders."""
+    from corl.tiny.families import build_random_model
+    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+
+    problems = [json.loads(line)["problem"] for line in tiny_data["train"].read_text().splitlines()]
+    corpus = [p + "\n\\boxed{" + str(i % 10) + "}" for i, p in enumerate(problems * 4)]
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, arch, tok in (("llama-char", "llama", char_tokenizer()), ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300))):
+        model = build_random_model(arch, tok, hidden=64, layers=2, heads=4, ffn=128, seed=len(out))
+        _format_sft(model, tok, problems, seed=len(out))
+        model.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+        out[name] = root / name
+    return out
+
+
+def tiny_config(tmp_path: Path, models: dict[str, Path], data: dict[str, Path], agents: int = 2, **sections) -> dict:
+    """A raw run config for `agents` tiny agents (alternating families), few cheap steps."""
+    names = list(models)
+    raw = {
+        "output_dir": str(tmp_path / "run"),
+        "agents": [{"name": f"agent{i}", "model": str(models[names[i % 2]]), "lr": 1e-3} for i in range(agents)],
+        "data": {"train": str(data["train"]), "val": str(data["test"]), "val_size": 6, "template": "{problem}\n", "instruction": ""},
+        "cohort": {"steps": 3, "prompts_per_step": 4, "samples_per_prompt": 4, "max_new_tokens": 12, "seed": 0},
+        "logging": {"tensorboard": True, "progress": False},
+    }
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    return raw
