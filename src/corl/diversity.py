@@ -1,0 +1,750 @@
+"""Error decoupling before training: do two candidate partners err differently?
+
+    corl diversity --models A B C --data math500/test.jsonl --n 500 --anchor A
+
+Co-RL helps when the peer that labels an agent's prompts is wrong on *other* problems
+than the agent itself (paper, Appendix A, Tables 6-7): before any RL, cross-family pairs
+measured Cohen's kappa <= 0.42 and complementarity c >= 29.4%, same-family and seed-only
+pairs kappa >= 0.51 and c <= 24.6%, and the downstream gains followed the same order.
+This module measures that for the price of one sampled answer per problem and model.
+
+Two halves:
+- pure metrics on correctness vectors (`contingency`, `cohens_kappa`, `complementarity`,
+  `oracle_accuracy`, `wrong_agreement`, `pearson`, `rank_partners`), checked by hand in
+  tests/test_diversity.py;
+- the study runner (`run_study`): select problems, sample each model once (cached on
+  disk per model and settings), grade, and compare every pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# --------------------------------------------------------------------------------------
+# Pure metrics
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contingency:
+    """The four-cell correctness table of two models on the same N problems."""
+
+    both: int  # both correct
+    only_a: int  # A correct, B wrong
+    only_b: int  # B correct, A wrong
+    neither: int  # both wrong
+
+    @property
+    def n(self) -> int:
+        return self.both + self.only_a + self.only_b + self.neither
+
+    @property
+    def accuracy_a(self) -> float:
+        return (self.both + self.only_a) / self.n
+
+    @property
+    def accuracy_b(self) -> float:
+        return (self.both + self.only_b) / self.n
+
+    @property
+    def observed_agreement(self) -> float:
+        """p_o: share of problems on which both are right or both are wrong."""
+        return (self.both + self.neither) / self.n
+
+    @property
+    def chance_agreement(self) -> float:
+        """p_e = acc_a * acc_b + (1 - acc_a)(1 - acc_b): p_o if the two erred independently."""
+        pa, pb = self.accuracy_a, self.accuracy_b
+        return pa * pb + (1 - pa) * (1 - pb)
+
+
+def contingency(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> Contingency:
+    """Count the four cells from two [N] correctness vectors over the same problems."""
+    if len(correct_a) != len(correct_b):
+        raise ValueError(f"correctness vectors differ in length ({len(correct_a)} vs {len(correct_b)}): same problems needed")
+    if not correct_a:
+        raise ValueError("no problems: error decoupling needs at least one graded problem")
+    both = only_a = only_b = neither = 0
+    for a, b in zip(correct_a, correct_b):
+        if a and b:
+            both += 1
+        elif a:
+            only_a += 1
+        elif b:
+            only_b += 1
+        else:
+            neither += 1
+    return Contingency(both, only_a, only_b, neither)
+
+
+def cohens_kappa(t: Contingency) -> float:
+    """Cohen's kappa on correctness: (p_o - p_e) / (1 - p_e) (Cohen 1960).
+
+    1 = the two are right and wrong on exactly the same problems; 0 = they agree no more
+    than independent models of the same accuracies would; < 0 = they err on opposite
+    problems. Since p_o = 1 - c, kappa = 1 - c / (1 - p_e): kappa and complementarity
+    are one measurement seen twice (the paper's r = -0.98).
+
+    Degenerate case, p_e = 1: this happens exactly when both models are constant and
+    equal (both always right, or both always wrong), which forces p_o = 1, so the
+    formula is 0/0. We return 1.0, not NaN, because
+    - kappa = 1 if and only if the two correctness vectors are identical in every
+      non-degenerate case, and here they are identical: 1.0 keeps that rule true;
+    - for partner choice it is the right answer: such a pair has c = 0, nothing one can
+      teach the other, and it must rank last, not drop out of sorting as NaN would.
+    One constant model against a varying one is *not* degenerate: p_o = p_e, kappa = 0.
+    """
+    p_o, p_e = t.observed_agreement, t.chance_agreement
+    if math.isclose(p_e, 1.0, rel_tol=0.0, abs_tol=1e-12):
+        return 1.0
+    return (p_o - p_e) / (1 - p_e)
+
+
+def kappa_standard_error(t: Contingency) -> float:
+    """Large-sample standard error of kappa, sqrt(p_o (1 - p_o) / (N (1 - p_e)^2)) (Cohen 1960).
+
+    A guide to whether two kappas differ by more than noise (at N = 500 and kappa near
+    0.4 it is about 0.04). 0.0 when p_e = 1 (identical constant vectors, p_o = 1).
+    """
+    p_o, p_e = t.observed_agreement, t.chance_agreement
+    if math.isclose(p_e, 1.0, rel_tol=0.0, abs_tol=1e-12):
+        return 0.0
+    return math.sqrt(p_o * (1 - p_o) / t.n) / (1 - p_e)
+
+
+def complementarity(t: Contingency) -> float:
+    """c: share of problems exactly one of the two gets right (where one can teach the other)."""
+    return (t.only_a + t.only_b) / t.n
+
+
+def oracle_accuracy(t: Contingency) -> float:
+    """u: share of problems at least one of the two gets right (an oracle picking the right one)."""
+    return (t.both + t.only_a + t.only_b) / t.n
+
+
+def wrong_agreement(
+    correct_a: Sequence[bool],
+    correct_b: Sequence[bool],
+    answers_a: Sequence[str | None],
+    answers_b: Sequence[str | None],
+    equivalent: Callable[[str, str], bool] | None = None,
+) -> float:
+    """w: share of all N problems on which both are wrong *with the same wrong answer*.
+
+    These are the errors a peer label cannot correct: the teacher confirms the
+    student's mistake. The denominator is N (like c and u), not the both-wrong count.
+    "Same" is `equivalent(a, b) or equivalent(b, a)` (default `corl.answers.is_equivalent`,
+    tried both ways because it distinguishes prediction and gold, and here neither is
+    gold). A missing answer (None) never agrees, not even with another None: "no
+    answer" is not a shared belief, and a peer with no answer gives no label at all
+    (the prompt is unlabeled), so it cannot confirm a mistake.
+    """
+    if equivalent is None:
+        from corl.answers import is_equivalent as equivalent
+    n = len(correct_a)
+    if not (n == len(correct_b) == len(answers_a) == len(answers_b)):
+        raise ValueError("correctness and answer vectors must all cover the same problems")
+    if n == 0:
+        raise ValueError("no problems: error decoupling needs at least one graded problem")
+    shared = 0
+    for ok_a, ok_b, ans_a, ans_b in zip(correct_a, correct_b, answers_a, answers_b):
+        if ok_a or ok_b or ans_a is None or ans_b is None:
+            continue
+        if equivalent(ans_a, ans_b) or equivalent(ans_b, ans_a):
+            shared += 1
+    return shared / n
+
+
+def pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Pearson correlation of two equal-length sequences; NaN when fewer than 2 points or
+    either has zero variance (the correlation is then undefined, and saying so is more
+    honest than any number)."""
+    if len(xs) != len(ys):
+        raise ValueError(f"pearson needs equal lengths ({len(xs)} vs {len(ys)})")
+    if len(xs) < 2:
+        return math.nan
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx <= 0 or syy <= 0:
+        return math.nan
+    return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+
+
+@dataclass(frozen=True)
+class PairStats:
+    """Every error-decoupling metric of one pair of samples."""
+
+    a: str
+    b: str
+    kind: str  # "models": two different models; "seed": one model, two seeds (the paper's "seed only")
+    table: Contingency
+    kappa: float
+    kappa_se: float
+    complementarity: float  # c
+    oracle_accuracy: float  # u
+    wrong_agreement: float  # w
+
+    @property
+    def accuracy_a(self) -> float:
+        return self.table.accuracy_a
+
+    @property
+    def accuracy_b(self) -> float:
+        return self.table.accuracy_b
+
+    def partner_of(self, name: str) -> str:
+        return self.b if name == self.a else self.a
+
+    def as_dict(self) -> dict[str, Any]:
+        t = self.table
+        return {
+            "a": self.a,
+            "b": self.b,
+            "kind": self.kind,
+            "n": t.n,
+            "both_correct": t.both,
+            "only_a": t.only_a,
+            "only_b": t.only_b,
+            "both_wrong": t.neither,
+            "accuracy_a": t.accuracy_a,
+            "accuracy_b": t.accuracy_b,
+            "p_o": t.observed_agreement,
+            "p_e": t.chance_agreement,
+            "kappa": self.kappa,
+            "kappa_se": self.kappa_se,
+            "c": self.complementarity,
+            "u": self.oracle_accuracy,
+            "w": self.wrong_agreement,
+        }
+
+
+def pair_stats(
+    a: str,
+    b: str,
+    correct_a: Sequence[bool],
+    correct_b: Sequence[bool],
+    answers_a: Sequence[str | None],
+    answers_b: Sequence[str | None],
+    kind: str = "models",
+    equivalent: Callable[[str, str], bool] | None = None,
+) -> PairStats:
+    """All metrics of one pair from its [N] correctness and extracted-answer vectors."""
+    t = contingency(correct_a, correct_b)
+    return PairStats(
+        a=a,
+        b=b,
+        kind=kind,
+        table=t,
+        kappa=cohens_kappa(t),
+        kappa_se=kappa_standard_error(t),
+        complementarity=complementarity(t),
+        oracle_accuracy=oracle_accuracy(t),
+        wrong_agreement=wrong_agreement(correct_a, correct_b, answers_a, answers_b, equivalent),
+    )
+
+
+def rank_partners(pairs: Sequence[PairStats], anchor: str) -> list[PairStats]:
+    """The pairs that include `anchor`, best partner first: lowest kappa, then highest c."""
+    mine = [p for p in pairs if anchor in (p.a, p.b)]
+    return sorted(mine, key=lambda p: (p.kappa, -p.complementarity))
+
+
+# --------------------------------------------------------------------------------------
+# The study: select problems, sample once per model (cached), grade, compare pairs
+# --------------------------------------------------------------------------------------
+
+SEED_TWIN_OFFSET = 1  # --seed-pairs samples each model again with seed + 1
+SUBSET_SEED = 0  # fixed: every model and every later study draws the same n problems
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """What a study samples; everything but `batch_size` and `device` enters the cache key."""
+
+    data: str
+    split: str | None = None
+    filters: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (field, allowed values as text), ANDed
+    n: int | None = 500  # None or 0: every selected problem
+    problem_field: str = "problem"
+    answer_field: str = "answer"
+    temperature: float = 0.8  # 0 = greedy
+    top_p: float = 1.0
+    max_new_tokens: int = 1024
+    seed: int = 0
+    template: str = "{problem}\n{instruction}"
+    instruction: str | None = None  # None: corl's default instruction
+    chat: bool = False
+    batch_size: int = 32
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One model's single sampled completion per problem, graded."""
+
+    name: str  # display name: the model as given, or "<model> (seed s)" for a seed twin
+    model: str
+    seed: int
+    texts: list[str]
+    answers: list[str | None]
+    correct: list[bool]
+    cache_hit: bool
+    cache_file: str
+    model_type: str | None
+
+    @property
+    def accuracy(self) -> float:
+        return sum(self.correct) / len(self.correct)
+
+
+def parse_filter(spec: str) -> tuple[str, tuple[str, ...]]:
+    """`level=3,4,5` -> ("level", ("3", "4", "5")): keep rows whose field, as text, is listed."""
+    field_name, sep, values = spec.partition("=")
+    allowed = tuple(v.strip() for v in values.split(",") if v.strip())
+    if not sep or not field_name.strip() or not allowed:
+        raise ValueError(f"filter {spec!r} is not FIELD=VALUE[,VALUE...] (e.g. level=3,4,5)")
+    return field_name.strip(), allowed
+
+
+def select_problems(rows: Sequence[dict], settings: StudySettings) -> tuple[list[dict], int]:
+    """Filtered, gradable rows, then a fixed uniform subset of n kept in file order.
+
+    Rows with an empty answer cannot be graded and are dropped (their count is returned).
+    The subset is drawn with a fixed RNG (SUBSET_SEED), not the sampling seed, so every
+    model of a study, and every later study with the same data, filter and n, sees the
+    same problems (MATH files are sorted by subject: the first n would be one subject).
+
+    Returns:
+        (rows as {"id", "problem", "answer"}, number of rows dropped for an empty answer).
+    """
+    from corl.data import DataError
+
+    if not rows:
+        raise DataError(f"dataset {settings.data!r} has no rows")
+    for name, _ in settings.filters:
+        if not any(name in r for r in rows):
+            columns = ", ".join(sorted(rows[0])) or "none"
+            raise DataError(f"dataset {settings.data!r}: filter field {name!r} is in no row (columns: {columns})")
+    kept = [r for r in rows if all(str(r.get(name)) in allowed for name, allowed in settings.filters)]
+    problems, dropped = [], 0
+    for i, row in enumerate(kept):
+        for f, option in ((settings.problem_field, "--problem-field"), (settings.answer_field, "--answer-field")):
+            if row.get(f) is None:
+                columns = ", ".join(sorted(row)) or "none"
+                raise DataError(f"dataset {settings.data!r} row {i}: field {f!r} is missing (columns: {columns}); set {option}")
+        answer = str(row[settings.answer_field]).strip()
+        if not answer:
+            dropped += 1
+            continue
+        pid = str(row["id"]) if row.get("id") is not None else str(i)
+        problems.append({"id": pid, "problem": str(row[settings.problem_field]), "answer": answer})
+    if not problems:
+        raise DataError(f"dataset {settings.data!r}: no gradable problems left after filters {dict(settings.filters)}")
+    if len({p["id"] for p in problems}) != len(problems):
+        raise DataError(f"dataset {settings.data!r}: ids repeat; diversity matches answers by id")
+    if settings.n and settings.n < len(problems):
+        chosen = sorted(random.Random(SUBSET_SEED).sample(range(len(problems)), settings.n))
+        problems = [problems[i] for i in chosen]
+    return problems, dropped
+
+
+def model_identity(model: str) -> dict[str, Any]:
+    """What a cache entry is valid for: the model string, plus for a local directory the
+    name, size and mtime of each file in it (weights, config, tokenizer), so that
+    retraining into the same folder invalidates the cache; for `tiny:<family>` the
+    family's fingerprint (every field that changes its pretrained weights). Hub ids are
+    identified by name only (use --refresh after a hub model changes)."""
+    if model.startswith("tiny:"):
+        from corl.tiny.families import get_family
+
+        try:
+            return {"model": model, "fingerprint": get_family(model[len("tiny:") :]).fingerprint()}
+        except KeyError as err:
+            raise ValueError(err.args[0]) from None
+    path = Path(model).expanduser()
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file())
+        return {"model": str(path.resolve()), "files": [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]}
+    if path.is_file():
+        st = path.stat()
+        return {"model": str(path.resolve()), "files": [[path.name, st.st_size, st.st_mtime_ns]]}
+    return {"model": model}
+
+
+def cache_key(model: str, seed: int, problems: Sequence[dict], settings: StudySettings) -> dict[str, Any]:
+    """The full key of one model's samples. Problems enter by content (ids and texts), so
+    the key covers data file, split, filter and n without trusting file timestamps."""
+    digest = hashlib.sha256()
+    for p in problems:
+        digest.update(json.dumps([p["id"], p["problem"]], ensure_ascii=False).encode())
+        digest.update(b"\n")
+    return {
+        "version": CACHE_VERSION,
+        "model": model_identity(model),
+        "problems": {"data": settings.data, "split": settings.split, "filters": [list(f) for f in settings.filters],
+                     "n": len(problems), "sha256": digest.hexdigest()},
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "max_new_tokens": settings.max_new_tokens,
+        "seed": seed,
+        "template": {"format": settings.template, "instruction": settings.instruction, "chat": settings.chat},
+    }  # fmt: skip
+
+
+def cache_path(cache_dir: Path, model: str, key: dict[str, Any]) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rstrip("/").split("/")[-1] or model)[:48]
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir / f"{slug}-s{key['seed']}-{digest}.json"
+
+
+def _read_cache(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached entry, or None when absent, unreadable or written for another key."""
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != json.loads(json.dumps(key)):
+        return None
+    return entry
+
+
+def _write_cache(path: Path, entry: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)  # atomic: a crash never leaves a half-written cache entry
+
+
+def generate_texts(
+    engine: Any,
+    prompts: Sequence[str],
+    params: Any,
+    seed: int,
+    batch_size: int,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[str]:
+    """One completion per prompt, in batches, seeded once up front (the only place that samples).
+
+    `on_batch(done)` is called after each batch with the number of prompts done so far.
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    texts: list[str] = []
+    for start in range(0, len(prompts), batch_size):
+        batch = list(prompts[start : start + batch_size])
+        texts.extend(engine.generate(batch, 1, params).texts)
+        if on_batch:
+            on_batch(len(texts))
+    return texts
+
+
+def _max_positions(model: Any) -> int | None:
+    config = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+ProgressFn = Callable[[str, int, int], None]  # (sample name, problems done, total)
+
+
+def _sample_model(
+    model: str,
+    seeds: Sequence[int],
+    problems: Sequence[dict],
+    settings: StudySettings,
+    progress: ProgressFn | None,
+) -> tuple[dict[int, list[str]], str | None]:
+    """Load `model` once and sample one completion per problem for each seed."""
+    from corl.data import PromptTemplate
+    from corl.models import load_policy
+    from corl.rollout import HFGenerateEngine, SamplingParams
+
+    policy, tokenizer = load_policy(model, device=settings.device)
+    policy.eval()
+    template_kwargs = {"format": settings.template, "chat": settings.chat}
+    if settings.instruction is not None:
+        template_kwargs["instruction"] = settings.instruction
+    template = PromptTemplate(**template_kwargs)
+    prompts = [template.render(p["problem"], tokenizer) for p in problems]
+    max_new = settings.max_new_tokens
+    limit = _max_positions(policy)
+    if limit is not None:
+        longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
+        if longest >= limit:
+            raise ValueError(
+                f"model {model!r}: a prompt has {longest} tokens but the model's context is {limit}; "
+                "filter out long problems or use a shorter --template / --instruction"
+            )
+        max_new = min(max_new, limit - longest)  # e.g. tiny models have 256 positions
+    params = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_new_tokens=max_new)
+    engine = HFGenerateEngine(policy, tokenizer)
+    out: dict[int, list[str]] = {}
+    for seed in seeds:
+        name = _sample_name(model, seed, settings.seed)
+        report = (lambda done, name=name: progress(name, done, len(prompts))) if progress else None
+        if report:
+            report(0)
+        out[seed] = generate_texts(engine, prompts, params, seed, settings.batch_size, report)
+        if len(out[seed]) != len(prompts):
+            raise RuntimeError(f"engine returned {len(out[seed])} completions for {len(prompts)} prompts")
+    return out, getattr(policy.config, "model_type", None)
+
+
+def _sample_name(model: str, seed: int, base_seed: int) -> str:
+    return model if seed == base_seed else f"{model} (seed {seed})"
+
+
+def _grade(texts: Sequence[str], problems: Sequence[dict]) -> tuple[list[str | None], list[bool]]:
+    from corl.answers import extract_answer, grade
+
+    answers = [extract_answer(t) for t in texts]
+    correct = [bool(grade(t, p["answer"])) for t, p in zip(texts, problems)]
+    return answers, correct
+
+
+def collect_samples(
+    models: Sequence[str],
+    problems: Sequence[dict],
+    settings: StudySettings,
+    cache_dir: Path,
+    seed_pairs: bool = False,
+    refresh: bool = False,
+    progress: ProgressFn | None = None,
+) -> dict[str, list[Sample]]:
+    """Each model's sample(s), from the cache where the key matches, else sampled and cached.
+
+    Completions are cached, not grades: grading runs on every study, so an improved
+    answer checker applies without sampling again.
+
+    Returns:
+        model -> [its sample at settings.seed] (+ [its seed twin] with seed_pairs).
+    """
+    out: dict[str, list[Sample]] = {}
+    for model in models:
+        seeds = [settings.seed] + ([settings.seed + SEED_TWIN_OFFSET] if seed_pairs else [])
+        keys = {s: cache_key(model, s, problems, settings) for s in seeds}
+        paths = {s: cache_path(cache_dir, model, keys[s]) for s in seeds}
+        entries = {s: None if refresh else _read_cache(paths[s], keys[s]) for s in seeds}
+        missing = [s for s in seeds if entries[s] is None]
+        hits = {s: entries[s] is not None for s in seeds}
+        for s in seeds:
+            if hits[s] and progress:
+                progress(f"{_sample_name(model, s, settings.seed)} (cached)", len(problems), len(problems))
+        if missing:
+            texts, model_type = _sample_model(model, missing, problems, settings, progress)
+            for s in missing:
+                entries[s] = {"key": keys[s], "model_type": model_type, "ids": [p["id"] for p in problems], "texts": texts[s],
+                              "batch_size": settings.batch_size}  # fmt: skip
+                _write_cache(paths[s], entries[s])
+        samples = []
+        for s in seeds:
+            entry = entries[s]
+            answers, correct = _grade(entry["texts"], problems)
+            samples.append(Sample(name=_sample_name(model, s, settings.seed), model=model, seed=s, texts=entry["texts"],
+                                  answers=answers, correct=correct, cache_hit=hits[s], cache_file=str(paths[s]),
+                                  model_type=entry.get("model_type")))  # fmt: skip
+        out[model] = samples
+    return out
+
+
+def compare_samples(
+    samples: dict[str, list[Sample]], equivalent: Callable[[str, str], bool] | None = None
+) -> list[PairStats]:
+    """Every pair of different models (first samples), plus each model against its seed
+    twin when there is one; sorted by kappa (most decoupled first), then by -c."""
+    models = list(samples)
+    pairs = []
+    for i, ma in enumerate(models):
+        for mb in models[i + 1 :]:
+            sa, sb = samples[ma][0], samples[mb][0]
+            pairs.append(pair_stats(ma, mb, sa.correct, sb.correct, sa.answers, sb.answers, "models", equivalent))
+        if len(samples[ma]) > 1:
+            s0, s1 = samples[ma][0], samples[ma][1]
+            pairs.append(pair_stats(ma, s1.name, s0.correct, s1.correct, s0.answers, s1.answers, "seed", equivalent))
+    return sorted(pairs, key=lambda p: (p.kappa, -p.complementarity))
+
+
+# Paper, Appendix A, Tables 6-7: the measured ranges of its coupled and decoupled pairs.
+PAPER_REFERENCE = (
+    "paper (Appendix A): cross-family pairs kappa <= 0.42, c >= 29.4%; "
+    "same-family and seed-only pairs kappa >= 0.51, c <= 24.6%"
+)
+WEAK_PARTNER_RATIO = 0.5  # warn when a recommended partner is less than half as accurate
+
+
+def recommend(pairs: Sequence[PairStats], samples: dict[str, list[Sample]], anchor: str | None) -> str:
+    """One sentence a user can act on: the most decoupled partner (or pair), with caveats."""
+    accuracy = {s.name: s.accuracy for group in samples.values() for s in group}
+    if anchor is not None:
+        ranked = rank_partners(pairs, anchor)
+        if not ranked:
+            return f"no pairs include the anchor {anchor!r}"
+        best = ranked[0]
+        partner = best.partner_of(anchor)
+        if best.kind == "seed":
+            text = (f"no other model errs more differently from {anchor} than {anchor} itself with another seed "
+                    f"(kappa {best.kappa:.2f}); try a partner from another model family")  # fmt: skip
+        else:
+            text = f"best partner for {anchor}: {partner} (kappa {best.kappa:.2f}, c {best.complementarity:.1%})"
+        weak, strong = accuracy[partner], accuracy[anchor]
+    else:
+        candidates = [p for p in pairs if p.kind == "models"] or list(pairs)
+        best = candidates[0]
+        text = f"most decoupled pair: {best.a} + {best.b} (kappa {best.kappa:.2f}, c {best.complementarity:.1%})"
+        weak, strong = sorted((accuracy[best.a], accuracy[best.b]))
+    if best.table.chance_agreement >= 1.0 - 1e-12:
+        text += "; but no pair differs at all: each pair is right and wrong on exactly the same problems"
+    elif {best.accuracy_a, best.accuracy_b} & {0.0, 1.0}:
+        text += ("; caution: one of the two is always right or always wrong here, which makes kappa 0 whatever "
+                 "the other does: measure on problems both solve sometimes")  # fmt: skip
+    elif strong > 0 and weak < WEAK_PARTNER_RATIO * strong:
+        text += (f"; caution: accuracies {weak:.1%} vs {strong:.1%}: a much weaker partner's labels are mostly "
+                 "wrong, and a low kappa partly reflects that")  # fmt: skip
+    return text
+
+
+def _finite_or_none(value: float) -> float | None:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def build_report(
+    settings: StudySettings,
+    problems: Sequence[dict],
+    dropped: int,
+    samples: dict[str, list[Sample]],
+    pairs: Sequence[PairStats],
+    anchor: str | None,
+) -> dict[str, Any]:
+    """The study as one JSON-serialisable object (NaN written as null)."""
+    accuracy = {s.name: s.accuracy for group in samples.values() for s in group}
+    correlation = None
+    if len(pairs) >= 4:
+        r = pearson([p.kappa for p in pairs], [p.complementarity for p in pairs])
+        correlation = {"pearson_kappa_c": _finite_or_none(r), "pairs": len(pairs)}
+    report: dict[str, Any] = {
+        "settings": {k: v for k, v in asdict(settings).items() if k != "filters"}
+        | {"filters": {k: list(v) for k, v in settings.filters}},
+        "problems": {"n": len(problems), "dropped_empty_answer": dropped, "ids": [p["id"] for p in problems]},
+        "samples": [
+            {"name": s.name, "model": s.model, "seed": s.seed, "model_type": s.model_type, "accuracy": s.accuracy,
+             "no_answer_rate": sum(a is None for a in s.answers) / len(s.answers), "cache_hit": s.cache_hit,
+             "cache_file": s.cache_file}
+            for group in samples.values() for s in group
+        ],  # fmt: skip
+        "pairs": [{k: _finite_or_none(v) for k, v in p.as_dict().items()} for p in pairs],
+        "kappa_c_correlation": correlation,
+        "anchor": None,
+        "recommendation": recommend(pairs, samples, anchor),
+        "reference": PAPER_REFERENCE,
+    }
+    if anchor is not None:
+        report["anchor"] = {
+            "model": anchor,
+            "ranking": [
+                {"partner": p.partner_of(anchor), "kind": p.kind, "kappa": p.kappa, "c": p.complementarity,
+                 "u": p.oracle_accuracy, "w": p.wrong_agreement, "partner_accuracy": accuracy[p.partner_of(anchor)]}
+                for p in rank_partners(pairs, anchor)
+            ],
+        }  # fmt: skip
+    return report
+
+
+def plot_kappa_heatmap(pairs: Sequence[PairStats], models: Sequence[str], path: Path) -> Path:
+    """A models x models heatmap of kappa; the diagonal shows a model against its own
+    seed twin (the seed-only baseline) when measured, else stays blank."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure  # no pyplot: no global backend switch, no GUI
+
+    index = {m: i for i, m in enumerate(models)}
+    grid = np.full((len(models), len(models)), np.nan)
+    for p in pairs:
+        if p.kind == "seed":
+            grid[index[p.a], index[p.a]] = p.kappa
+        else:
+            grid[index[p.a], index[p.b]] = grid[index[p.b], index[p.a]] = p.kappa
+    labels = _short_labels(models)
+    size = 1.2 + 0.9 * len(models)
+    fig = Figure(figsize=(size + 1.5, size))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    lowest = float(np.nanmin(grid)) if np.isfinite(grid).any() else 0.0
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis_r", vmin=min(0.0, lowest), vmax=1.0)
+    for (i, j), value in np.ndenumerate(grid):
+        if np.isfinite(value):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value > 0.6 else "black", fontsize=9)
+    ax.set_xticks(range(len(models)), labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(models)), labels)
+    diagonal = "\ndiagonal: same model, another seed" if any(p.kind == "seed" for p in pairs) else ""
+    ax.set_title(f"Cohen's kappa on correctness\nlower = errors more decoupled{diagonal}", fontsize=9)
+    fig.colorbar(image, ax=ax, label="kappa")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def _short_labels(models: Sequence[str]) -> list[str]:
+    short = [m.rstrip("/").split("/")[-1] or m for m in models]
+    return short if len(set(short)) == len(short) else list(models)
+
+
+@dataclass
+class StudyResult:
+    report: dict[str, Any]
+    pairs: list[PairStats]
+    samples: dict[str, list[Sample]]
+    json_path: Path
+    heatmap_path: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def run_study(
+    models: Sequence[str],
+    settings: StudySettings,
+    out_dir: Path,
+    cache_dir: Path | None = None,
+    seed_pairs: bool = False,
+    anchor: str | None = None,
+    refresh: bool = False,
+    progress: ProgressFn | None = None,
+) -> StudyResult:
+    """Measure error decoupling of every pair of `models`; write diversity.json and kappa_heatmap.png to out_dir."""
+    from corl.data import load_rows
+
+    if len(set(models)) != len(models):
+        raise ValueError(f"a model is listed twice in {list(models)}; use --seed-pairs for a model against itself")
+    if len(models) < 2 and not seed_pairs:
+        raise ValueError("give at least two models, or one model with --seed-pairs")
+    if anchor is not None and anchor not in models:
+        raise ValueError(f"--anchor {anchor!r} is not one of the models {list(models)}")
+    rows = load_rows(settings.data, settings.split)
+    problems, dropped = select_problems(rows, settings)
+    notes = [f"dropped {dropped} rows with an empty answer (cannot be graded)"] if dropped else []
+    if seed_pairs and settings.temperature == 0:
+        notes.append("--seed-pairs with --temperature 0: greedy decoding ignores the seed, so seed pairs are identical")
+    samples = collect_samples(models, problems, settings, cache_dir or out_dir / "cache", seed_pairs, refresh, progress)
+    pairs = compare_samples(samples)
+    report = build_report(settings, problems, dropped, samples, pairs, anchor)
+    report["notes"] = notes
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "diversity.json"
+    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False), encoding="utf-8")
+    heatmap_path = plot_kappa_heatmap(pairs, list(models), out_dir / "kappa_heatmap.png")
+    return StudyResult(report, pairs, samples, json_path, heatmap_path, notes)
