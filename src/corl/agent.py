@@ -14,18 +14,30 @@ import torch
 from corl.config import AgentConfig, GRPOConfig
 from corl.data import Problem, PromptTemplate
 from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, kl_k3, token_logprobs
+from corl.rewards import INTRINSIC_REWARDS
 from corl.rollout import HFGenerateEngine, Rollout, SamplingParams
 
 
-def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Log-probs of the completion tokens of rollout rows `rows` under `model`: [n, C]."""
+def completion_logits(model, rollout: Rollout, rows: torch.Tensor) -> torch.Tensor:
+    """Logits that predict each completion token of rollout rows `rows`: [n, C, V]."""
     input_ids = rollout.input_ids[rows]  # [n, P + C]
     attention_mask = rollout.attention_mask[rows]
     # Left padding shifts positions; count them from the first real token, as generate does.
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits  # [n, P+C, V]
-    p = rollout.prompt_length
-    return token_logprobs(logits[:, p - 1 : -1], input_ids[:, p:], temperature)  # [n, C]
+    return logits[:, rollout.prompt_length - 1 : -1]
+
+
+def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Log-probs of the completion tokens of rollout rows `rows` under `model`: [n, C]."""
+    return token_logprobs(completion_logits(model, rollout, rows), rollout.input_ids[rows, rollout.prompt_length :], temperature)
+
+
+@torch.no_grad()
+def ema_update(ema_model: torch.nn.Module, model: torch.nn.Module, momentum: float) -> None:
+    """ema <- momentum * ema + (1 - momentum) * online, parameter by parameter."""
+    for e, p in zip(ema_model.parameters(), model.parameters(), strict=True):
+        e.lerp_(p.detach(), 1.0 - momentum)
 
 
 @dataclass
@@ -53,13 +65,13 @@ class Agent:
     """A policy plus everything it needs to sample and to update itself."""
 
     def __init__(self, config: AgentConfig, model, tokenizer, template: PromptTemplate, prompt_field: str, grpo: GRPOConfig,
-                 generation_batch_size: int | None = None):
+                 generation_batch_size: int | None = None, ema_momentum: float | None = None):
         self.config = config
         self.name = config.name
         self.model = model
         self.tokenizer = tokenizer
         self.template = template
-        self.prompt_field = prompt_field
+        self.prompt_field = prompt_field  # key into Problem.texts: this agent's wording
         self.grpo = grpo
         # Chat templates already contain BOS; adding special tokens again would double it.
         self.engine = HFGenerateEngine(model, tokenizer, batch_size=generation_batch_size, add_special_tokens=not template.chat)
@@ -68,12 +80,41 @@ class Agent:
         if grpo.beta > 0:
             # Only with a KL term is a frozen copy of the initial policy worth its memory.
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.ema_momentum = ema_momentum
+        self.teacher = None  # Co-rewarding-II: a slowly moving copy of this agent labels it
+        self.teacher_engine = None
+        if ema_momentum is not None:
+            self.teacher = copy.deepcopy(model).eval().requires_grad_(False)
+            self.teacher_engine = HFGenerateEngine(self.teacher, tokenizer, batch_size=generation_batch_size,
+                                                   add_special_tokens=not template.chat)
 
-    def prompts(self, problems: list[Problem]) -> list[str]:
-        return [self.template.render(p.texts[self.prompt_field], self.tokenizer) for p in problems]
+    def prompts(self, problems: list[Problem], text_key: str | None = None) -> list[str]:
+        """Rendered prompts in this agent's wording (or in the wording `text_key`)."""
+        key = text_key or self.prompt_field
+        return [self.template.render(p.texts[key], self.tokenizer) for p in problems]
 
     def sample(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
         return self.engine.generate(self.prompts(problems), num_samples, params)
+
+    def sample_teacher(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
+        """Samples of the EMA teacher (Co-rewarding-II); only agents built with ema_momentum have one."""
+        if self.teacher_engine is None:
+            raise RuntimeError(f"agent {self.name!r} has no EMA teacher (label source 'ema' builds one)")
+        return self.teacher_engine.generate(self.prompts(problems), num_samples, params)
+
+    @torch.no_grad()
+    def intrinsic_rewards(self, rollout: Rollout, kind: str, temperature: float, batch: int = 64) -> torch.Tensor:
+        """RENT / Intuitor rewards of every completion, [B, K], from this policy's own logits."""
+        if kind not in INTRINSIC_REWARDS:
+            raise ValueError(f"unknown intrinsic reward {kind!r}; choose one of {sorted(INTRINSIC_REWARDS)}")
+        self.model.eval()
+        out = []
+        n = rollout.input_ids.shape[0]
+        for start in range(0, n, batch):  # bounds the [n, C, V] logits in memory
+            rows = torch.arange(start, min(start + batch, n), device=rollout.input_ids.device)
+            logits = completion_logits(self.model, rollout, rows).float() / temperature
+            out.append(INTRINSIC_REWARDS[kind](logits, rollout.completion_mask[rows]))
+        return torch.cat(out).view(-1, rollout.num_samples).cpu()
 
     def update(self, rollout: Rollout, rewards: torch.Tensor, temperature: float) -> UpdateStats:
         """One GRPO update on this agent's own rollouts and rewards ([B, K])."""
@@ -87,8 +128,10 @@ class Agent:
         # On CPU this often halves the cost of a step. With beta > 0 the KL term needs all.
         active = torch.arange(n_total, device=device) if cfg.beta > 0 else torch.nonzero(advantages != 0).flatten()
         stats = UpdateStats(active_sequences=int(active.numel()))
-        if active.numel() == 0:
-            return stats  # the loss is identically zero: no optimizer step
+        if active.numel() == 0:  # the loss is identically zero: no optimizer step
+            if self.teacher is not None:
+                ema_update(self.teacher, self.model, self.ema_momentum)
+            return stats
 
         self.model.train()
         old_logprobs = None
@@ -118,7 +161,7 @@ class Agent:
                 if ref_logprobs is not None:
                     kl = kl_k3(logprobs, ref_logprobs[local])
                     per_token = per_token + cfg.beta * kl
-                    pass_kl += float((kl * m).sum() / total_tokens)
+                    pass_kl += float((kl.detach() * m).sum() / total_tokens)
                 loss = aggregate_loss(per_token, m, cfg.loss_aggregation, max_tokens=m.shape[1])
                 loss = loss * self._batch_share(rows, m, n_total, total_tokens)
                 loss.backward()
@@ -131,6 +174,8 @@ class Agent:
             kls.append(pass_kl)
             norms.append(float(norm))
             stats.optimizer_steps += 1
+        if self.teacher is not None:
+            ema_update(self.teacher, self.model, self.ema_momentum)
         stats.loss = sum(losses) / len(losses)
         stats.clip_fraction = sum(clips) / len(clips)
         stats.kl = sum(kls) / len(kls)
@@ -144,7 +189,12 @@ class Agent:
         return rows.numel() / n_total
 
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict()}
+        state = {"optimizer": self.optimizer.state_dict()}
+        if self.teacher is not None:
+            state["teacher"] = self.teacher.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.teacher is not None:
+            self.teacher.load_state_dict(state["teacher"])

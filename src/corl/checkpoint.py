@@ -46,27 +46,38 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(run_dir: str | Path, step: int, agents, loop_state: dict, keep_last: int | None = 2) -> Path:
-    """Write every agent and the loop state for `step` (steps done so far)."""
+def save_checkpoint(run_dir: str | Path, step: int, agents, loop_state: dict, keep_last: int | None = 2,
+                    write_state: bool = True, barrier=None) -> Path:
+    """Write `agents` and (if write_state) the loop state for `step` (steps done so far).
+
+    In a multi-process run every process passes the agents it writes and the same
+    `barrier`; only the process with write_state creates, commits and prunes.
+    """
+    barrier = barrier or (lambda: None)
     root = Path(run_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
     tmp = root / f".tmp_step_{step:06d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    if write_state:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    barrier()
     for agent in agents:
         agent.model.save_pretrained(tmp / agent.name)
         agent.tokenizer.save_pretrained(tmp / agent.name)
         torch.save(agent.state_dict(), tmp / agent.name / "trainer.pt")
-    torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, "agents": [a.name for a in agents]}, indent=1))
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    _write_atomic(root / "latest", final.name)
-    if keep_last:
-        for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
+    barrier()
+    if write_state:
+        torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _write_atomic(root / "latest", final.name)
+        if keep_last:
+            for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep_last]:
+                shutil.rmtree(old, ignore_errors=True)
+    barrier()
     return final
 
 

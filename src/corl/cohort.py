@@ -1,15 +1,20 @@
-"""The Co-RL training loop (the paper's Algorithm 1), written once for every label source.
+"""The Co-RL training loop (the paper's Algorithm 1), written once for every method.
 
     for each step:
         1. draw one batch of unlabeled prompts (same ids for every agent)
         2. every agent samples K completions; extract each final answer
         3. exchange the answers table: the step's one frozen snapshot
-        4. labels from that snapshot alone (peer ring / self / truth)
+        4. labels from that snapshot alone (peer ring / self / truth / ema)
         5. rewards: 1 if the answer is equivalent to the label, else 0
+           (or an intrinsic reward: RENT's entropy, Intuitor's self-certainty)
         6. each agent does its own GRPO update
 
-Co-RL, TTRL and GT-Reward differ only in step 4. No parameter, gradient or optimizer
-state crosses agents; only the answers table does.
+Co-RL, TTRL, GT-Reward, Co-rewarding-II, RENT and Intuitor differ only in steps 4-5.
+No parameter, gradient or optimizer state crosses agents; only the answers table does.
+
+A process hosts the agents its `Placement` names (all of them in a single process) and
+samples its share of the prompts; `Exchange.all_gather` makes every process see the
+whole table (see `corl.distributed`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from corl.agent import Agent
 from corl.answers import answer_key, extract_answer, is_equivalent
 from corl.checkpoint import latest_checkpoint, load_loop_state, save_checkpoint, set_rng_state
 from corl.config import RunConfig, dump_config
-from corl.data import AnswerKey, Problem, PromptTemplate, batch_indices, build_problems, load_rows
+from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_accuracy
 from corl.labels import AnswersTable, build_label_source
@@ -35,25 +40,71 @@ from corl.rewards import agreement_rewards
 from corl.rollout import Rollout, SamplingParams
 from corl.tracking import MetricsLog
 
-Exchange = Callable[[AnswersTable], AnswersTable]
+
+# -- where this process sits ----------------------------------------------------------------
 
 
-def answers_table(prompt_ids: list[str], texts_per_agent: list[list[str]], k: int) -> AnswersTable:
-    """Extract every completion's final answer and its vote key: [N][B][K]."""
-    answers, keys = [], []
-    for texts in texts_per_agent:
-        extracted = [extract_answer(t) for t in texts]
-        answers.append(tuple(tuple(extracted[b * k : (b + 1) * k]) for b in range(len(prompt_ids))))
-        keys.append(tuple(tuple(answer_key(a) if a is not None else None for a in group) for group in answers[-1]))
-    return AnswersTable(prompt_ids=tuple(prompt_ids), answers=tuple(answers), keys=tuple(keys))
+@dataclass(frozen=True)
+class Placement:
+    """The agents this process hosts and its share of each agent's prompts."""
+
+    agents: tuple[int, ...]  # indices into cfg.agents
+    dp_rank: int = 0  # rank within the agent's data-parallel group
+    dp_size: int = 1
+    is_main: bool = True  # writes logs, metrics and the loop state
+
+    @staticmethod
+    def single(num_agents: int) -> Placement:
+        return Placement(agents=tuple(range(num_agents)))
+
+    def prompt_positions(self, batch_size: int) -> list[int]:
+        """Positions of the batch this process samples: a strided shard over dp ranks."""
+        return list(range(self.dp_rank, batch_size, self.dp_size))
 
 
-def sampling_seed(seed: int, step: int, agent: int) -> int:
-    """A per-(run seed, step, agent) sampling seed: an agent's samples do not depend on
-    how many agents share its process or on what ran before, so a resumed run and a
+class LocalExchange:
+    """One process holds the whole cohort: gathering is the identity."""
+
+    def all_gather(self, obj):
+        return [obj]
+
+    def barrier(self) -> None:
+        pass
+
+
+# -- pure helpers of a step ---------------------------------------------------------------------
+
+
+def extract_all(texts: list[str], k: int) -> tuple[list[tuple], list[tuple]]:
+    """[B*K] completions -> ([B][K] answers as written, [B][K] vote keys)."""
+    answers = [extract_answer(t) for t in texts]
+    keys = [answer_key(a) if a is not None else None for a in answers]
+    groups = len(texts) // k
+    return ([tuple(answers[b * k : (b + 1) * k]) for b in range(groups)], [tuple(keys[b * k : (b + 1) * k]) for b in range(groups)])
+
+
+def assemble(shards: list[dict], num_agents: int, batch_size: int, name: str) -> list[list]:
+    """Merge per-process {agent: (positions, rows)} shards into [N][B] rows."""
+    out: list[list] = [[None] * batch_size for _ in range(num_agents)]
+    for shard in shards:
+        for agent, (positions, rows) in shard.items():
+            for pos, row in zip(positions, rows, strict=True):
+                out[agent][pos] = row
+    missing = [(n, b) for n in range(num_agents) for b in range(batch_size) if out[n][b] is None]
+    if missing:
+        raise RuntimeError(f"{name}: no process reported agent {missing[0][0]} prompt {missing[0][1]}; check the placement")
+    return out
+
+
+def sampling_seed(seed: int, step: int, agent: int, dp_rank: int = 0) -> int:
+    """A per-(run seed, step, agent, dp rank) sampling seed: an agent's samples do not
+    depend on which process hosts it or on what ran before, so a resumed run and a
     multi-process run draw exactly what the uninterrupted single-process run draws."""
-    digest = hashlib.sha256(f"{seed}/{step}/{agent}".encode()).digest()
+    digest = hashlib.sha256(f"{seed}/{step}/{agent}/{dp_rank}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+# -- data and agents --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -63,129 +114,196 @@ class Dataset:
     rows: list[dict] = field(default_factory=list)
 
 
-def load_dataset(cfg: RunConfig, source: str, split: str, max_rows: int | None = None) -> Dataset:
-    rows = load_rows(source, split)
-    if max_rows:
-        rows = rows[:max_rows]
-    fields = sorted({cfg.prompt_field(a) for a in cfg.agents})
-    problems, gold = build_problems(rows, source, fields, cfg.data.id_field, cfg.data.answer_field)
+def load_train_data(cfg: RunConfig) -> Dataset:
+    """Training problems with every agent's wording (its field, or its own aligned file)."""
+    rows = load_rows(cfg.data.train, cfg.data.split)[: cfg.data.max_rows]
+    fields = sorted({cfg.prompt_field(a) for a in cfg.agents if not a.data} or {cfg.data.prompt_field})
+    problems, gold = build_problems(rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field)
+    for agent in cfg.agents:
+        if agent.data:
+            own = load_rows(agent.data, cfg.data.split)
+            problems = attach_wording(problems, own, agent.data, cfg.prompt_field(agent), cfg.text_key(agent), cfg.data.id_field)
     return Dataset(problems, gold, rows)
 
 
-def build_agents(cfg: RunConfig, device: torch.device, weights: dict[str, Path] | None = None) -> list[Agent]:
-    """Load each agent's own model; `weights` (agent -> checkpoint dir) overrides on resume."""
-    agents = []
-    for agent_cfg in cfg.agents:
-        source = str(weights[agent_cfg.name]) if weights else agent_cfg.model
-        model, tokenizer = load_policy(source, None if weights else agent_cfg.tokenizer, device)
-        template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
-        agent = Agent(agent_cfg, model, tokenizer, template, cfg.prompt_field(agent_cfg), cfg.grpo, cfg.cohort.generation_batch_size)
-        if weights and agent.reference is not None:
-            # The KL anchor is the *initial* policy, not the resumed weights.
-            agent.reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
-        agents.append(agent)
-    return agents
+def load_eval_data(cfg: RunConfig) -> Dataset | None:
+    """Validation problems, in the benchmark's own wording (data.prompt_field) for every agent."""
+    if not cfg.data.val:
+        return None
+    rows = load_rows(cfg.data.val, cfg.data.val_split)[: cfg.data.val_size]
+    problems, gold = build_problems(rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, cfg.data.answer_field)
+    if not gold:
+        raise ValueError("data.val needs an answer column (data.answer_field) to measure accuracy")
+    return Dataset(problems, gold, rows)
+
+
+def build_agent(cfg: RunConfig, index: int, device: torch.device, weights: Path | None = None) -> Agent:
+    """Load agent `index`'s own model; `weights` (a checkpoint folder) overrides on resume."""
+    agent_cfg = cfg.agents[index]
+    model, tokenizer = load_policy(str(weights) if weights else agent_cfg.model, None if weights else agent_cfg.tokenizer, device)
+    template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
+    ema = cfg.cohort.ema_momentum if cfg.cohort.label_source == "ema" else None
+    agent = Agent(agent_cfg, model, tokenizer, template, cfg.text_key(agent_cfg), cfg.grpo, cfg.cohort.generation_batch_size, ema)
+    if weights and agent.reference is not None:
+        # The KL anchor is the *initial* policy, not the resumed weights.
+        agent.reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
+    return agent
+
+
+# -- the trainer --------------------------------------------------------------------------------------
 
 
 class CohortTrainer:
-    """Owns a run: its agents, data, label source, logs and checkpoints."""
+    """Owns a run: its (local) agents, data, label source, logs and checkpoints."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False, exchange: Exchange | None = None,
-                 console=None):
+    def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
+                 placement: Placement | None = None, exchange=None, device: torch.device | None = None):
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.output_dir)
-        self.exchange = exchange or (lambda table: table)
-        self.console = console
+        self.placement = placement or Placement.single(len(cfg.agents))
+        self.exchange = exchange or LocalExchange()
         torch.set_flush_denormal(True)  # denormals once made a CPU update 14x slower
         torch.manual_seed(cfg.cohort.seed)
-        self.device = resolve_device(cfg.device)
+        self.device = device or resolve_device(cfg.device)
 
-        self.train_data = load_dataset(cfg, cfg.data.train, cfg.data.split, cfg.data.max_rows)
-        self.val_data = load_dataset(cfg, cfg.data.val, cfg.data.val_split, cfg.data.val_size) if cfg.data.val else None
-        if self.val_data is not None and not self.val_data.gold:
-            raise ValueError("data.val needs an answer column (data.answer_field) to measure accuracy")
+        self.train_data = load_train_data(cfg)
+        self.val_data = load_eval_data(cfg)
 
         self.start_step = 0
         self.loop_state: dict = {"first_reward_std": {}}
         checkpoint = latest_checkpoint(self.run_dir) if resume else None
         if resume and checkpoint is None:
             raise FileNotFoundError(f"no checkpoint to resume in {self.run_dir}/checkpoints")
-        weights = {a.name: checkpoint / a.name for a in cfg.agents} if checkpoint else None
-        self.agents = build_agents(cfg, self.device, weights)
+        self.agents: dict[int, Agent] = {
+            n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None) for n in self.placement.agents
+        }
         if checkpoint is not None:
             state = load_loop_state(checkpoint)
             self.start_step = state["step"]
             self.loop_state = state["loop"]
             set_rng_state(state["rng"])
-            for agent in self.agents:
+            for agent in self.agents.values():
                 agent.load_state_dict(torch.load(checkpoint / agent.name / "trainer.pt", weights_only=False))
 
-        # Only GT-Reward is handed the answer column; peer and self never see it.
+        # Only GT-Reward is handed the answer column; the label-free sources never see it.
         gold_for_labels = self.train_data.gold if cfg.cohort.label_source == "truth" else None
         self.label_source = build_label_source(
             cfg.cohort.label_source, min_agreement=cfg.cohort.min_agreement, gold=gold_for_labels, key=answer_key
         )
         self.params = SamplingParams(cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        dump_config(cfg, self.run_dir / "config.yaml")
-        self.log = MetricsLog(self.run_dir, cfg.logging.tensorboard, resume_step=self.start_step if checkpoint else None)
+        self.names = [a.name for a in cfg.agents]
+        self.log = None
+        if self.placement.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            dump_config(cfg, self.run_dir / "config.yaml")
+            self.log = MetricsLog(self.run_dir, cfg.logging.tensorboard, resume_step=self.start_step if checkpoint else None)
+
+    def _seed(self, step: int, n: int) -> int:
+        base = self.cfg.agents[n].seed if self.cfg.agents[n].seed is not None else self.cfg.cohort.seed
+        return sampling_seed(base, step, n, self.placement.dp_rank)
 
     # -- Algorithm 1 -------------------------------------------------------------------
     def step(self, step: int) -> dict[str, float]:
         cfg = self.cfg.cohort
         k = cfg.samples_per_prompt
+        n_agents = len(self.cfg.agents)
         t0 = time.perf_counter()
         # 1. one batch of unlabeled prompts, the same ids for every agent
-        batch = [self.train_data.problems[i] for i in batch_indices(step, len(self.train_data.problems), cfg.prompts_per_step, cfg.seed)]
+        order = batch_indices(step, len(self.train_data.problems), cfg.prompts_per_step, cfg.seed)
+        batch = [self.train_data.problems[i] for i in order]
+        positions = self.placement.prompt_positions(len(batch))
+        mine = [batch[i] for i in positions]
 
-        # 2. every agent samples K completions per prompt (its own wording of the prompt)
-        rollouts: list[Rollout] = []
-        for n, agent in enumerate(self.agents):
-            torch.manual_seed(sampling_seed(cfg.seed, step, n))
-            rollouts.append(agent.sample(batch, k, self.params))
+        # 2. every agent samples K completions per prompt (its own wording) and extracts answers
+        rollouts: dict[int, Rollout] = {}
+        shard: dict[int, tuple] = {}
+        for n, agent in self.agents.items():
+            torch.manual_seed(self._seed(step, n))
+            rollouts[n] = agent.sample(mine, k, self.params)
+            answers, keys = extract_all(rollouts[n].texts, k)
+            teacher = extract_all(agent.sample_teacher(mine, k, self.params).texts, k) if agent.teacher else ([None] * len(mine),) * 2
+            shard[n] = (positions, list(zip(answers, keys, *teacher)))
         t_sample = time.perf_counter()
 
-        # 3. the answers table: the step's frozen snapshot, exchanged across processes
-        table = self.exchange(answers_table([p.id for p in batch], [r.texts for r in rollouts], k))
+        # 3. the answers table: one frozen snapshot of every agent, gathered from every process
+        rows = assemble(self.exchange.all_gather(shard), n_agents, len(batch), "answers table")
+        has_teacher = cfg.label_source == "ema"
+        table = AnswersTable(
+            prompt_ids=tuple(p.id for p in batch),
+            answers=tuple(tuple(r[0] for r in agent_rows) for agent_rows in rows),
+            keys=tuple(tuple(r[1] for r in agent_rows) for agent_rows in rows),
+            teacher_answers=tuple(tuple(r[2] for r in agent_rows) for agent_rows in rows) if has_teacher else None,
+            teacher_keys=tuple(tuple(r[3] for r in agent_rows) for agent_rows in rows) if has_teacher else None,
+        )
 
-        # 4. labels from the snapshot alone (peer ring / self / truth)
+        # 4. labels from the snapshot alone: no agent has updated yet
         labels = self.label_source(table)
 
-        # 5. rewards: agreement with the label
-        rewards = [agreement_rewards(table.answers[n], table.keys[n], labels[n], is_equivalent) for n in range(len(self.agents))]
+        # 5. rewards of this process's completions
+        rewards: dict[int, torch.Tensor] = {}
+        for n, agent in self.agents.items():
+            if cfg.reward == "agreement":
+                own = [table.answers[n][p] for p in positions], [table.keys[n][p] for p in positions]
+                rewards[n] = agreement_rewards(*own, [labels[n][p] for p in positions], is_equivalent)
+            else:
+                rewards[n] = agent.intrinsic_rewards(rollouts[n], cfg.reward, cfg.temperature)
 
         # 6. only now does any agent update, each on its own
-        updates = [agent.update(rollouts[n], rewards[n], cfg.temperature) for n, agent in enumerate(self.agents)]
+        updates = {n: agent.update(rollouts[n], rewards[n], cfg.temperature) for n, agent in self.agents.items()}
         t_update = time.perf_counter()
 
-        metrics = step_diagnostics(
-            [a.name for a in self.agents], table, labels, rewards, [r.completion_lengths for r in rollouts], is_equivalent,
-            gold=self.train_data.gold or None,
-        )
-        first = self.loop_state["first_reward_std"]
-        for agent, upd in zip(self.agents, updates):
-            first.setdefault(agent.name, metrics[f"{agent.name}/reward_std"])
-            base = first[agent.name]
-            metrics[f"{agent.name}/reward_std_normalized"] = metrics[f"{agent.name}/reward_std"] / base if base > 0 else float("nan")
-            metrics.update({f"{agent.name}/{key}": value for key, value in upd.as_dict().items()})
+        report = {
+            n: (positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist()))) for n in self.agents
+        }
+        stats = {n: updates[n].as_dict() for n in self.agents}
+        gathered = self.exchange.all_gather((report, stats))
+        per_prompt = assemble([g[0] for g in gathered], n_agents, len(batch), "rewards")
+        metrics = self._diagnostics(table, labels, per_prompt, [g[1] for g in gathered])
         metrics["time/sample_s"] = t_sample - t0
         metrics["time/update_s"] = t_update - t_sample
         return metrics
 
+    def _diagnostics(self, table, labels, per_prompt, stats_by_process) -> dict[str, float]:
+        rewards = [torch.tensor([r for r, _ in agent_rows]) for agent_rows in per_prompt]  # N x [B, K]
+        lengths = [torch.tensor([length for _, length in agent_rows]).flatten() for agent_rows in per_prompt]
+        metrics = step_diagnostics(self.names, table, labels, rewards, lengths, is_equivalent, gold=self.train_data.gold or None)
+        if self.cfg.cohort.reward != "agreement":
+            for name, r in zip(self.names, rewards):  # binary-reward statistics do not describe these
+                metrics[f"{name}/reward_mean"] = float(r.mean())
+                metrics[f"{name}/reward_std"] = float(r.std(unbiased=False))
+        first = self.loop_state["first_reward_std"]
+        for name in self.names:
+            first.setdefault(name, metrics[f"{name}/reward_std"])
+            base = first[name]
+            metrics[f"{name}/reward_std_normalized"] = metrics[f"{name}/reward_std"] / base if base > 0 else float("nan")
+        # update statistics: averaged over the data-parallel ranks of each agent
+        merged: dict[str, list[float]] = {}
+        for stats in stats_by_process:
+            for n, values in stats.items():
+                for key, value in values.items():
+                    merged.setdefault(f"{self.names[n]}/{key}", []).append(value)
+        metrics.update({key: sum(v) / len(v) for key, v in merged.items()})
+        return metrics
+
     def validate(self) -> dict[str, float]:
-        """Greedy accuracy of every agent on the held-out split."""
+        """Greedy accuracy of every agent on the held-out split (benchmark wording)."""
         if self.val_data is None:
             return {}
-        out = {}
-        for agent in self.agents:
-            prompts = agent.prompts(self.val_data.problems)
+        mine = {}
+        if self.placement.dp_rank == 0:
             gold = [self.val_data.gold[p.id] for p in self.val_data.problems]
-            out[f"{agent.name}/val_accuracy"] = greedy_accuracy(agent.engine, prompts, gold, self.cfg.cohort.max_new_tokens)
+            for n, agent in self.agents.items():
+                prompts = agent.prompts(self.val_data.problems, self.cfg.data.prompt_field)
+                mine[f"{agent.name}/val_accuracy"] = greedy_accuracy(agent.engine, prompts, gold, self.cfg.cohort.max_new_tokens)
+        out = {key: value for part in self.exchange.all_gather(mine) for key, value in part.items()}
         out["cohort/val_accuracy"] = sum(out.values()) / len(out)
         return out
 
-    def checkpoint(self, steps_done: int) -> Path:
-        return save_checkpoint(self.run_dir, steps_done, self.agents, self.loop_state)
+    def checkpoint(self, steps_done: int) -> Path | None:
+        """Every agent's dp-rank 0 writes its agent; the main process writes the loop state."""
+        writers = list(self.agents.values()) if self.placement.dp_rank == 0 else []
+        return save_checkpoint(self.run_dir, steps_done, writers, self.loop_state, write_state=self.placement.is_main,
+                               barrier=self.exchange.barrier)
 
     def train(self, on_step: Callable[[int, dict], None] | None = None) -> dict[str, float]:
         """Run from the current step to cfg.cohort.steps; returns the last metrics."""
@@ -194,20 +312,25 @@ class CohortTrainer:
         try:
             for step in range(self.start_step, cfg.cohort.steps):
                 last = self.step(step)
-                self.log.log(step, last)
+                self._log(step, last)
                 done = step + 1
                 if cfg.logging.eval_every and done % cfg.logging.eval_every == 0 and done < cfg.cohort.steps:
-                    self.log.log(step, self.validate(), kind="val")
+                    self._log(step, self.validate(), kind="val")
                 if cfg.logging.checkpoint_every and done % cfg.logging.checkpoint_every == 0 and done < cfg.cohort.steps:
                     self.checkpoint(done)
                 if on_step is not None:
                     on_step(step, last)
-            if self.start_step < cfg.cohort.steps or not (self.run_dir / "checkpoints").exists():
+            if self.start_step < cfg.cohort.steps or latest_checkpoint(self.run_dir) is None:
                 final_val = self.validate()
                 if final_val:
-                    self.log.log(cfg.cohort.steps - 1, final_val, kind="val")
+                    self._log(cfg.cohort.steps - 1, final_val, kind="val")
                     last.update(final_val)
                 self.checkpoint(cfg.cohort.steps)
         finally:
-            self.log.close()
+            if self.log is not None:
+                self.log.close()
         return last
+
+    def _log(self, step: int, metrics: dict, kind: str = "train") -> None:
+        if self.log is not None and metrics:
+            self.log.log(step, metrics, kind)

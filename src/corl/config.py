@@ -38,6 +38,11 @@ class AgentConfig(_Strict):
         None,
         description="Dataset field this agent reads its prompt from (data decoupling, 'Different family+'); defaults to data.prompt_field.",
     )
+    data: str | None = Field(
+        None,
+        description="This agent's own file of wordings (rows aligned with data.train by id); defaults to data.train.",
+    )
+    seed: int | None = Field(None, description="Sampling seed of this agent (seed-only cohorts); defaults to its index.")
 
 
 class DataConfig(_Strict):
@@ -65,9 +70,18 @@ class DataConfig(_Strict):
 class CohortConfig(_Strict):
     """Algorithm 1's knobs: who labels whom, how much is sampled, for how long."""
 
-    label_source: Literal["peer", "self", "truth"] = Field(
-        "peer", description="peer = Co-RL ring (agent n taught by n-1); self = TTRL; truth = GT-Reward."
+    label_source: Literal["peer", "self", "truth", "ema"] = Field(
+        "peer",
+        description="peer = Co-RL ring (agent n taught by n-1); self = TTRL; truth = GT-Reward; "
+        "ema = Co-rewarding-II (majority of an EMA copy of the agent).",
     )
+    reward: Literal["agreement", "entropy", "self_certainty"] = Field(
+        "agreement",
+        description="agreement = 1 if the answer matches the label; entropy = RENT (minus mean token entropy, "
+        "arXiv:2505.22660); self_certainty = Intuitor (mean KL(U || p), arXiv:2505.19590). The intrinsic "
+        "rewards ignore labels (still computed for the diagnostics).",
+    )
+    ema_momentum: float = Field(0.99, gt=0, lt=1, description="EMA teacher momentum for label_source 'ema'.")
     samples_per_prompt: int = Field(8, ge=1, description="K completions per prompt and agent.")
     prompts_per_step: int = Field(16, ge=1)
     steps: int = Field(100, ge=1)
@@ -126,6 +140,11 @@ class RunConfig(_Strict):
 
     def prompt_field(self, agent: AgentConfig) -> str:
         return agent.prompt_field or self.data.prompt_field
+
+    def text_key(self, agent: AgentConfig) -> str:
+        """Key of this agent's wording in `Problem.texts`: its field, qualified by its own file if any."""
+        field = self.prompt_field(agent)
+        return f"{agent.data}#{field}" if agent.data else field
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

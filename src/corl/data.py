@@ -130,6 +130,30 @@ def build_problems(
     return problems, key
 
 
+def attach_wording(problems: list[Problem], rows: Sequence[dict], source: str, field: str, key: str, id_field: str = "id") -> list[Problem]:
+    """Add another wording of the same problems (data decoupling) from rows aligned by id.
+
+    Every problem id must be present in `rows`; a mismatch is refused, because labels
+    cross agents by row id and a misaligned wording would teach the wrong problem.
+    """
+    by_id = {}
+    for i, row in enumerate(rows):
+        if row.get(id_field) is None:
+            raise DataError(f"dataset '{source}' row {i}: field {id_field!r} is missing; rows must align with data.train by id")
+        by_id[str(row[id_field])] = (i, row)
+    missing = [p.id for p in problems if p.id not in by_id]
+    if missing:
+        raise DataError(
+            f"dataset '{source}': {len(missing)} of {len(problems)} training ids have no row here "
+            f"(e.g. {', '.join(repr(m) for m in missing[:3])}); its rows must align with data.train by {id_field!r}"
+        )
+    out = []
+    for p in problems:
+        i, row = by_id[p.id]
+        out.append(Problem(id=p.id, texts={**p.texts, key: _field(row, field, source, i, "agents[].prompt_field")}))
+    return out
+
+
 @dataclass(frozen=True)
 class PromptTemplate:
     """Turns a problem into the text a model is prompted with."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-LABEL_SOURCES = ("peer", "self", "truth")
+LABEL_SOURCES = ("peer", "self", "truth", "ema")
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,15 @@ class AnswersTable:
     """Every agent's answers for one step's prompts: the only thing agents exchange.
 
     answers[n][b][k] is agent n's k-th answer (as written, None when absent) for prompt
-    prompt_ids[b]; keys has the same shape and holds canonical vote keys.
+    prompt_ids[b]; keys has the same shape and holds canonical vote keys. The teacher_*
+    fields hold the samples of each agent's EMA teacher (Co-rewarding-II) when it has one.
     """
 
     prompt_ids: tuple[str, ...]
     answers: tuple[tuple[tuple[str | None, ...], ...], ...]  # [N][B][K]
     keys: tuple[tuple[tuple[str | None, ...], ...], ...]  # [N][B][K]
+    teacher_answers: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
+    teacher_keys: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
 
     @property
     def num_agents(self) -> int:
@@ -112,6 +115,17 @@ def self_labels(table: AnswersTable, min_agreement: float = 0.0) -> Labels:
     ]
 
 
+def ema_labels(table: AnswersTable, min_agreement: float = 0.0) -> Labels:
+    """Co-rewarding-II: the label is the majority of the agent's own EMA teacher's samples."""
+    if table.teacher_keys is None or table.teacher_answers is None:
+        raise ValueError("label source 'ema' needs the EMA teachers' answers in the table")
+    return [
+        [_thresholded(majority_vote(table.teacher_keys[n][b], table.teacher_answers[n][b]), min_agreement)
+         for b in range(len(table.prompt_ids))]
+        for n in range(table.num_agents)
+    ]
+
+
 def truth_labels(table: AnswersTable, gold: Mapping[str, str | None], key: Callable[[str], str]) -> Labels:
     """GT-Reward: the dataset's answer for each prompt id, the same for every agent."""
     votes: list[Vote | None] = []
@@ -133,6 +147,8 @@ def build_label_source(
         return lambda table: peer_labels(table, min_agreement)
     if name == "self":
         return lambda table: self_labels(table, min_agreement)
+    if name == "ema":
+        return lambda table: ema_labels(table, min_agreement)
     if name == "truth":
         if gold is None or key is None:
             raise ValueError("label source 'truth' needs the dataset's answer column (set data.answer_field)")

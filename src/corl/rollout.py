@@ -41,9 +41,12 @@ class Rollout:
     def completion_lengths(self) -> torch.Tensor:  # [N]
         return self.completion_mask.sum(1)
 
+    eos_ids: tuple[int, ...] = ()
+
     @property
     def truncated(self) -> torch.Tensor:  # [N] bool: hit the token budget without EOS
-        return self.completion_mask.bool().all(1)
+        has_eos = torch.isin(self.completion_ids, torch.tensor(self.eos_ids, device=self.input_ids.device)) & self.completion_mask.bool()
+        return ~has_eos.any(1)
 
 
 class RolloutEngine(Protocol):
@@ -121,6 +124,7 @@ class HFGenerateEngine:
             texts=texts,
             prompt_length=prompt_ids.shape[1],
             num_samples=num_samples,
+            eos_ids=tuple(self.eos_ids),
         )
 
 

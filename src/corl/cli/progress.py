@@ -10,7 +10,7 @@ class StepProgress:
 
     def __init__(self, trainer, console):
         self.trainer = trainer
-        self.names = [a.name for a in trainer.agents]
+        self.names = trainer.names
         self.progress = Progress(
             TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
             TextColumn("{task.description}"), console=console, disable=not trainer.cfg.logging.progress,
