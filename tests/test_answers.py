@@ -1,0 +1,227 @@
+"""corl.answers: extraction, vote keys and equivalence, one case per variation.
+
+The dev-set numbers come from benchmarks/answers_accuracy.py; these are the hand-picked
+cases that pin each convention down (and the ones math-verify alone gets wrong).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corl.answers import answer_key, extract_answer, grade, is_equivalent
+
+# --------------------------------------------------------------------------- extraction
+
+EXTRACTION = [
+    ("so $\\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}"),  # nested braces
+    ("\\boxed{\\{1\\pm\\sqrt{5},-2\\}}", "\\{1\\pm\\sqrt{5},-2\\}"),  # escaped braces inside
+    ("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+    ("Final: \\fbox{x^{2}+1}", "x^{2}+1"),
+    ("we get $\\boxed {12}$", "12"),  # space after \boxed
+    ("we get $\\boxed 5$.", "5"),  # \boxed without braces
+    ("\\boxed 5. Done.", "5"),
+    ("first \\boxed{3}, then on reflection \\boxed{4}", "4"),  # last box wins
+    ("\\[\n\\boxed{ \\text{(B)} }\n\\]", "\\text{(B)}"),
+    ("Natalia sold 48 + 24 = 72 clips.\n#### 72", "72"),
+    ("so in total\n#### 1,000", "1,000"),
+    ("The final answer is $\\frac{3}{4}$. I hope it is correct.", "\\frac{3}{4}"),
+    ("Final Answer: The final answer is $x^2$. I hope it is correct.", "x^2"),
+    ("Thus the answer is 3.5.", "3.5"),
+    ("The answer is therefore \\$18.90.", "\\$18.90"),
+    ("The answer is $\\$18.90$.", "\\$18.90"),
+    ("answer: **42**", "42"),
+    ("The answer is \\(7\\) apples", "7"),
+]
+
+NO_ANSWER = [
+    "",
+    "   \n",
+    "so the answer is $\\boxed{\\frac{1}{2}",  # unclosed box: cut mid-answer
+    "maybe \\boxed{3}? No, it is \\boxed{4",  # the last box is unclosed
+    "\\boxed{}",
+    "We have 3 apples and 4 pears, so 7 fruits, and then",  # numbers, but no final answer
+    "The answer is $\\frac{1",  # cut inside the math
+    "The answer is",
+    "The answer is not obvious. Let us compute 3 + 4 = 7",
+    "####",
+]
+
+
+@pytest.mark.parametrize("text, expected", EXTRACTION)
+def test_extract_answer_as_written(text, expected):
+    assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize("text", NO_ANSWER)
+def test_extract_answer_none_without_explicit_answer(text):
+    assert extract_answer(text) is None
+
+
+def test_extract_answer_none_input():
+    assert extract_answer(None) is None
+
+
+# -------------------------------------------------------------------------- equivalence
+
+POSITIVES = {
+    "fraction vs decimal": [("0.5", "\\frac{1}{2}"), ("-0.375", "-\\frac{3}{8}"), ("\\frac{-3}{8}", "-\\frac38"),
+                            (".35625", "0.35625"), ("3.210", "3.21"), ("5.0", "5")],
+    "dfrac, shorthand, slash": [("\\dfrac{1}{2}", "\\frac12"), ("\\tfrac{9}{19}", "\\frac9{19}"), ("1/2", "\\frac{1}{2}"),
+                                ("\\frac{270}{7}", "\\frac{270}7")],
+    "mixed numbers": [("1.8", "1\\frac{4}{5}"), ("\\frac{275}{2}", "137 \\frac{1}{2}")],
+    "radicals": [("2\\sqrt{5}", "2 \\sqrt 5"), ("\\sqrt{20}", "2\\sqrt{5}"), ("\\frac{\\sqrt{3}}{3}", "\\frac{1}{\\sqrt3}"),
+                 ("\\sqrt{21}/5", "\\frac{\\sqrt{21}}{5}")],
+    "expressions": [("3x + x^3 - 6", "x^3+3x-6"), ("-q + p", "p - q"), ("(b+2)(a+5)", "(a+5)(b+2)"),
+                    ("2(k+1)", "2k+2"), ("2i + 1", "1+2i"), ("\\frac{\\cos x}{\\sin x}", "\\cot x")],
+    "equations": [("y=3+2x", "y = 2x + 3"), ("-10x + 14y - 22z - 8 = 0", "5x - 7y + 11z + 4 = 0")],
+    "x = 5 vs 5": [("x = 5", "5"), ("5", "x=5"), ("2x+3", "y = 2x + 3"), ("[-2,7]", "x \\in [-2,7]")],
+    "intervals": [("\\left(-\\infty, 0\\right]", "(-\\infty,0]"), ("x \\le 0", "(-\\infty, 0]"),
+                  ("\\frac{3}{5} < x \\le \\frac{8}{3}", "\\left(\\frac{3}{5},\\frac{8}{3}\\right]"),
+                  ("(-\\infty,2)\\cup(3,\\infty)", "(-\\infty, 2) \\cup (3, \\infty)")],
+    "tuples": [("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac\\pi2)"), ("(1.5, -13)", "\\left( \\frac{3}{2}, -13 \\right)"),
+               ("(-1/3, 2/3, 5/3)", "\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}")],
+    "sets and solution lists": [("\\{2,1\\}", "\\{1,2\\}"), ("1,-2", "-2,1"), ("x = 1 \\text{ or } x = -2", "-2, 1"),
+                                ("3+2\\sqrt2, 3-2\\sqrt2", "3 \\pm 2 \\sqrt{2}"),
+                                ("-2, 1+\\sqrt5, 1-\\sqrt5", "\\{1\\pm\\sqrt{5},-2\\}")],
+    "matrices": [("\\begin{bmatrix} -1 & 0 \\\\ 0 & -1 \\end{bmatrix}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}")],
+    "units and text": [("864", "864 \\mbox{ inches}^2"), ("5.4", "5.4 \\text{ cents}"), ("15 cm^2", "15\\mbox{ cm}^2"),
+                       ("78\\pi \\text{ units}", "78\\pi"), ("18.90", "\\$18.90"), ("\\$32,\\!348", "32348")],
+    "degrees": [("90", "90^\\circ"), ("90^{\\circ}", "90^\\circ"), ("90°", "90"), ("\\frac{270}{7}", "\\frac{270}7\\text{ degrees}")],
+    "percent": [("12.5", "12.5\\%"), ("0.125", "12.5\\%"), ("10\\%", "10"), ("50 percent", "0.5")],
+    "choice letters": [("B", "\\text{(B)}"), ("(B)", "\\text{(B)}"), ("\\textbf{(B)}", "B"), ("\\text{(B) } 12", "\\text{(B)}")],
+    "words": [("Evelyn", "\\text{Evelyn}"), ("East", "\\text{east}"), ("\\textbf{even}", "\\text{even}")],
+    "thousands": [("1,000", "1000"), ("10080", "10,\\!080"), ("11111111100", "11,\\! 111,\\! 111,\\! 100"), ("1{,}000", "1000")],
+    "bases": [("4210_5", "4210_{5}"), ("(4210)_{5}", "4210_5"), ("32", "40_8")],  # 40_8 is the number 32
+    "delimiters": [("$\\frac{1}{2}$", "0.5"), ("\\boxed{7}", "7"), ("\\(7\\)", "7")],
+    "approximations": [("0.3333", "\\frac13"), ("37.699", "12\\pi")],  # correctly rounded, 4+ digits
+}
+
+NEGATIVES = {
+    "numbers off by one": [("0.16", "0.15"), ("43", "42"), ("\\frac{3}{57}", "\\frac{3}{56}"), ("1,001", "1,000")],
+    "decimals math-verify merges": [("0.0000673", ".0000672")],  # it rounds to 6 places
+    "dropped sign": [("\\frac{24}{25}", "-\\frac{24}{25}"), ("5", "-5"), ("1-2i", "1+2i")],
+    "reciprocal": [("\\frac{8}{3}", "\\frac{3}{8}")],
+    "radicals": [("2\\sqrt{6}", "2\\sqrt{5}"), ("5\\sqrt{2}", "2\\sqrt{5}"), ("12", "12\\pi")],
+    "expressions": [("x^3+3x+6", "x^3+3x-6"), ("p+q", "p-q"), ("2n+2", "2k+2"), ("(a+5)(b+3)", "(a+5)(b+2)")],
+    "equations": [("5x - 7y + 11z + 4 = 1", "5x - 7y + 11z + 4 = 0"), ("y = 2x + 4", "y = 2x + 3")],
+    "interval brackets": [("[3,4]", "(3,4]"), ("(3,4)", "(3,4]"), ("(-\\infty, 0)", "(-\\infty, 0]"), ("x < 0", "(-\\infty, 0]")],
+    "tuples": [("(1,-16,-4,44)", "(1,-16,-4,43)"), ("(1,2)", "(2,1)"), ("(6,31)", "(6,31,-1)")],
+    "sets and solution lists": [("\\{1,2\\}", "\\{1,2,3\\}"), ("3+2\\sqrt2", "3 \\pm 2\\sqrt{2}"), ("1, 2", "1, -2")],
+    "matrices": [("\\begin{pmatrix} -1 & 0 \\\\ 0 & 1 \\end{pmatrix}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}")],
+    "bases": [("40_8", "40_9"), ("2516", "2516_8"), ("2517_8", "2516_8"), ("40", "40_8")],
+    "percent": [("125", "12.5\\%"), ("11\\%", "10\\%")],
+    "degrees": [("89^\\circ", "90^\\circ")],
+    "choice letters": [("C", "\\text{(B)}"), ("\\text{(C)}", "\\text{(B)}"), ("2", "\\text{(B)}")],
+    "words": [("Navin", "\\text{Evelyn}"), ("\\text{odd}", "\\text{even}"), ("\\text{4:40 p.m.}", "\\text{4:30 p.m.}")],
+    "approximations": [("0.33", "\\frac13"), ("3.14", "\\pi"), ("0.3", "\\frac13")],
+}
+
+
+def _cases(table):
+    return [pytest.param(p, g, id=f"{kind}: {p} | {g}") for kind, pairs in table.items() for p, g in pairs]
+
+
+@pytest.mark.parametrize("pred, gold", _cases(POSITIVES))
+def test_equivalent_spellings(pred, gold):
+    assert is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize("pred, gold", _cases(NEGATIVES))
+def test_different_answers(pred, gold):
+    assert not is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize("pred, gold", [(None, "1"), ("1", None), ("", "1"), ("1", "  "), (7, "7"), ("}{", "{}")])
+def test_equivalence_odd_inputs_never_raise(pred, gold):
+    assert is_equivalent(pred, gold) == (str(pred).strip() == "7")
+
+
+def test_grade():
+    assert grade("so $\\boxed{\\dfrac12}$", "0.5")
+    assert not grade("so $\\boxed{\\dfrac12}$", "0.6")
+    assert not grade("so it is 0.5 I think", "0.5")  # no explicit answer: no reward
+
+
+# --------------------------------------------------------------------------------- keys
+
+SAME_KEY = [
+    ["\\frac{1}{2}", "1/2", "0.5", "\\dfrac12", "\\tfrac{1}{2}", "$\\frac 12$", ".5"],
+    ["\\text{(B)}", "B", "(B)", "\\textbf{(B)}", "\\text{B}"],
+    ["x=5", "5", "x = 5", "5.0", "\\boxed{5}"],
+    ["1,000", "1000", "1{,}000", "1,\\!000"],
+    ["10\\%", "10", "10%"],
+    ["90^\\circ", "90", "90^{\\circ}", "90°"],
+    ["\\{1,2\\}", "\\{2, 1\\}", "2,1", "x = 1 \\text{ or } x = 2"],
+    ["(3, \\frac{\\pi}{2})", "\\left( 3, \\frac\\pi2 \\right)"],
+    ["\\text{Evelyn}", "Evelyn", "evelyn"],
+    ["40_8", "40_{8}", "32"],
+]
+DIFFERENT_KEYS = ["\\frac{1}{2}", "\\frac{1}{3}", "B", "C", "40_9", "(3,4]", "(3,4)", "[3,4]", "-5", "1001", "x^2", "2\\sqrt{3}"]
+
+
+@pytest.mark.parametrize("spellings", SAME_KEY, ids=lambda s: s[0])
+def test_answer_key_merges_spellings(spellings):
+    keys = {answer_key(s) for s in spellings}
+    assert len(keys) == 1, keys
+
+
+def test_answer_key_separates_answers():
+    keys = [answer_key(a) for a in DIFFERENT_KEYS]
+    assert len(set(keys)) == len(keys), keys
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(list("0123456789.,-+/^_{}()[]\\$%x =") + ["\\frac", "\\sqrt", "\\text{", "\\boxed{", "\\pm"]),
+                max_size=30).map("".join))
+def test_answer_key_is_total_and_deterministic(text):
+    key = answer_key(text)
+    assert isinstance(key, str) and key == answer_key(text)
+    if key == answer_key("7"):
+        assert is_equivalent(text, "7")  # equal keys imply equivalence
+
+
+def test_equal_keys_imply_equivalence():
+    for spellings in SAME_KEY:
+        for s in spellings[1:]:
+            assert is_equivalent(s, spellings[0])
+
+
+# ------------------------------------------------------------------------- time limits
+
+
+@pytest.mark.parametrize("pred, gold", [
+    ("10^{10^{10^{10}}}", "1"),  # would never finish in sympy
+    ("(10^{10^{10}})!", "1"),
+    ("9" * 20000, "9" * 20000 + "1"),  # huge answer
+    ("(" * 3000 + "1" + ")" * 3000, "1"),  # deep nesting
+    ("\\frac{" * 500 + "1" + "}{2}" * 500, "0"),
+])
+def test_pathological_inputs_return_quickly(pred, gold):
+    start = time.monotonic()
+    is_equivalent(pred, gold)
+    answer_key(pred)
+    assert time.monotonic() - start < 1.0
+
+
+def test_symbolic_check_meets_deadline_off_the_main_thread():
+    """The sympy fallback (here \\log_2, which the fast reader does not know) obeys the
+    deadline in a worker thread, where math-verify's signal.alarm would raise."""
+    is_equivalent("\\log_{2} 8", "3")  # start the worker outside the timed part
+    results = {}
+
+    def check():
+        results["ok"] = is_equivalent("\\log_{2} 16", "4")
+        start = time.monotonic()
+        results["late"] = is_equivalent("\\log_{2} 32", "5", timeout=1e-4)  # cannot make it
+        results["elapsed"] = time.monotonic() - start
+
+    worker = threading.Thread(target=check)
+    worker.start()
+    worker.join(timeout=60)
+    assert results["ok"] is True
+    assert results["late"] is False and results["elapsed"] < 1.0
