@@ -72,3 +72,12 @@ def test_missing_file_and_bad_override_syntax(tmp_path):
         apply_overrides({}, ["grpo.beta"])
     with pytest.raises(ConfigError, match="not an index"):
         apply_overrides({"agents": [{}]}, ["agents.3.lr=1"])
+
+
+def test_shipped_configs_validate():
+    from pathlib import Path
+
+    configs = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        load_config(path)

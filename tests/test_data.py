@@ -65,3 +65,11 @@ def test_batches_are_a_pure_function_of_step_and_cover_each_epoch():
     # a batch crossing the epoch boundary: tail of epoch 0, head of epoch 1
     crossing = batch_indices(2, 10, 4, seed=3)
     assert crossing[:2] == first_epoch[8:10]
+
+
+def test_the_embedded_task_is_a_data_source():
+    rows = load_rows("tiny:test:20")
+    assert len(rows) == 20 and rows[0]["id"] == "tiny/test/0" and "\\boxed{" + rows[0]["answer"] + "}" in rows[0]["solution"]
+    assert load_rows("tiny:test:20") == rows
+    with pytest.raises(DataError, match="tiny:<split>"):
+        load_rows("tiny:nope")

@@ -30,8 +30,14 @@ def _looks_local(source: str) -> bool:
     return source.endswith(LOCAL_SUFFIXES) or source.startswith((".", "/", "~"))
 
 
+TINY_PREFIX = "tiny:"
+
+
 def load_rows(source: str, split: str | None = None) -> list[dict]:
-    """Rows of a local file (by suffix) or of a Hugging Face dataset (by name)."""
+    """Rows of a local file (by suffix), of the embedded synthetic task
+    (`tiny:<split>[:<rows>]`, e.g. `tiny:train:2000`), or of a Hugging Face dataset (by name)."""
+    if source.startswith(TINY_PREFIX):
+        return _tiny_rows(source)
     path = Path(source).expanduser()
     if path.is_file():
         return _read_local(path)
@@ -44,6 +50,15 @@ def load_rows(source: str, split: str | None = None) -> list[dict]:
     except Exception as err:  # datasets raises many types; the user needs the name and the cause
         raise DataError(f"could not load Hugging Face dataset {source!r} (split {split or 'train'!r}): {err}") from err
     return [dict(r) for r in ds]
+
+
+def _tiny_rows(source: str) -> list[dict]:
+    from corl.tiny.task import SPLITS, make_split
+
+    parts = source[len(TINY_PREFIX) :].split(":")
+    if len(parts) not in (1, 2) or parts[0] not in SPLITS or (len(parts) == 2 and not parts[1].isdigit()):
+        raise DataError(f"dataset {source!r}: write tiny:<split>[:<rows>] with split one of {', '.join(SPLITS)}")
+    return make_split(parts[0], int(parts[1]) if len(parts) == 2 else 500, seed=0)
 
 
 def _read_local(path: Path) -> list[dict]:

@@ -12,7 +12,7 @@ TINY_PREFIX = "tiny:"
 def resolve_model_path(model: str) -> str:
     """`tiny:<family>` -> the cached pretrained tiny model (built on first use); else unchanged."""
     if model.startswith(TINY_PREFIX):
-        from corl.tiny.families import ensure_pretrained
+        from corl.tiny.pretrain import ensure_pretrained
 
         return str(ensure_pretrained(model[len(TINY_PREFIX) :]))
     return model

@@ -1,0 +1,60 @@
+"""`corl quickstart`: the embedded default, a tiny cohort learning without labels on a CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def quickstart(
+    out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where the runs, results.json and report.md go."),
+    methods: str = typer.Option("base,ttrl,co-rl,gt", help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, "
+                                "co-rewarding-ii, co-rl-same-family."),
+    families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.tiny.families)."),
+    seeds: int = typer.Option(1, min=1, help="Repeat the RL runs with N seeds; report mean ± std."),
+    steps: int = typer.Option(40, min=1, help="RL steps of every method (equal budgets)."),
+    budget_minutes: float = typer.Option(10.0, help="Optional methods beyond base/ttrl/co-rl are skipped past 80% of it."),
+    smoke: bool = typer.Option(False, help="A few steps of every stage (CI): checks the plumbing, not the result."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object with every measured number, nothing else."),
+) -> None:
+    """Pretrain a tiny cohort, measure error decoupling, train Base/TTRL/Co-RL/GT-Reward, report."""
+    import contextlib
+    import sys
+
+    from rich.console import Console
+
+    from corl.quickstart import METHODS, QuickstartOptions, run_quickstart
+
+    console = Console(stderr=True)
+    opts = QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out, steps=steps)
+    opts.methods = tuple(m.strip() for m in methods.split(",") if m.strip())
+    opts.families = tuple(f.strip() for f in families.split(",") if f.strip())
+    opts.seeds = seeds
+    opts.budget_s = budget_minutes * 60
+    unknown = [m for m in opts.methods if m not in METHODS]
+    if unknown:
+        console.print(f"[red]error:[/red] unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+        raise typer.Exit(2)
+    if len(opts.families) < 2 and any(m.startswith("co-rl") and m != "co-rl-same-family" for m in opts.methods):
+        console.print("[red]error:[/red] co-rl needs at least 2 families")
+        raise typer.Exit(2)
+    # With --json, stdout carries the JSON object alone: progress goes to stderr.
+    redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    with redirect:
+        results = run_quickstart(opts, say=lambda msg: console.print(msg, highlight=False))
+    if as_json:
+        print(json.dumps(results))
+        return
+    from corl.report import diversity_table, results_table
+
+    # Markdown tables print as they are (a console would wrap them): they paste into notes.
+    print(results_table(results), diversity_table(results["diversity"]), sep="\n\n")
+    for claim in results["claims"]:
+        print(f"- {claim['claim']}: {'reproduced' if claim['holds'] else 'NOT reproduced'} {claim['numbers']}")
+    print(f"\nwall time {results['wall_time_s']} s; report: {results['report']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("quickstart")(quickstart)

@@ -1,0 +1,324 @@
+"""The embedded default: a miniature of the paper's study that runs on a laptop CPU.
+
+    corl quickstart                 # ~10 min on 2 cores, first run included
+    corl quickstart --json          # one JSON object with every measured number
+    corl quickstart --seeds 3       # mean +- std over RL seeds
+
+1. build (or load from cache) a cohort of tiny models from different families
+   (corl.tiny.families: architecture, tokenizer, pretraining mixture, size, seed);
+2. measure error decoupling before any RL (kappa, c, w, u; corl.diversity);
+3. train every method under the same budget (steps x prompts x K per agent) through the
+   same `CohortTrainer` that `corl train` runs: TTRL and GT-Reward for each agent alone,
+   Co-RL for the pair, and whatever else --methods asks for;
+4. evaluate on the held-out test split and write a report (corl.report).
+
+Nothing here knows the answers of a training prompt except the diagnostics and the
+GT-Reward baseline, exactly as in `corl train`. The reported numbers are what was
+measured, whatever they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from corl.cohort import CohortTrainer
+from corl.config import validate_config
+from corl.data import build_problems, load_rows
+from corl.evaluate import accuracy_by_group, grade, sample_answers
+from corl.rollout import HFGenerateEngine, SamplingParams
+
+
+@dataclass(frozen=True)
+class Method:
+    """A row of the results table: how labels/rewards are made and who trains together."""
+
+    label_source: str
+    reward: str = "agreement"
+    together: bool = False  # True: the whole cohort in one run (Co-RL); False: each agent alone
+    same_family: bool = False  # True: the cohort is seed-only copies of the first family
+
+
+METHODS: dict[str, Method | None] = {
+    "base": None,  # no training
+    "ttrl": Method("self"),
+    "co-rl": Method("peer", together=True),
+    "gt": Method("truth"),
+    "rent": Method("self", reward="entropy"),
+    "intuitor": Method("self", reward="self_certainty"),
+    "co-rewarding-ii": Method("ema"),
+    "co-rl-same-family": Method("peer", together=True, same_family=True),
+}
+DEFAULT_METHODS = ("base", "ttrl", "co-rl", "gt")
+
+
+@dataclass
+class QuickstartOptions:
+    families: tuple[str, ...] = ("llama-char", "qwen2-bpe")
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    seeds: int = 1
+    steps: int = 40
+    prompts_per_step: int = 16
+    samples_per_prompt: int = 8
+    lr: float = 2e-4
+    max_new_tokens: int = 56
+    train_size: int = 2000
+    val_size: int = 64
+    test_size: int = 300
+    eval_every: int = 10
+    budget_s: float = 600.0  # optional methods (beyond base/ttrl/co-rl) run only if the budget allows
+    pretrain_steps: int | None = None  # override the families' pretraining steps (CI smoke)
+    out: Path = Path("runs/quickstart")
+    progress: bool = True
+
+    @staticmethod
+    def smoke(out: Path) -> QuickstartOptions:
+        """A few-step run of every stage, for CI: the plumbing, not the result."""
+        return QuickstartOptions(steps=2, prompts_per_step=4, samples_per_prompt=4, train_size=64, val_size=8, test_size=16,
+                                 eval_every=1, pretrain_steps=10, out=out, progress=False)
+
+
+# -- pieces ---------------------------------------------------------------------------------
+
+
+def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
+    """Each family's pretrained base (cached; rebuilt deterministically when missing)."""
+    from corl.tiny.families import get_family
+    from corl.tiny.pretrain import ensure_pretrained
+
+    out = {}
+    for name in opts.families:
+        spec = get_family(name)
+        if opts.pretrain_steps is not None:
+            spec = dataclasses.replace(spec, steps=opts.pretrain_steps)
+        out[name] = ensure_pretrained(spec, progress=opts.progress)
+    return out
+
+
+def test_split(opts: QuickstartOptions) -> tuple[list[str], list[str], list[str]]:
+    """(problems, answers, types) of the held-out test split."""
+    rows = load_rows(f"tiny:test:{opts.test_size}")
+    problems, gold = build_problems(rows, "tiny:test", ["problem"], answer_field="answer")
+    return [p.texts["problem"] for p in problems], [gold[p.id] for p in problems], [r["type"] for r in rows]
+
+
+def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, seed: int = 0) -> dict:
+    """Greedy accuracy per problem type and average; avg@k at T=1; one sampled answer per problem."""
+    problems, gold, types = test
+    engine = HFGenerateEngine(model, tokenizer)
+    prompts = [p + "\n" for p in problems]  # the template of every quickstart run: "{problem}\n"
+    greedy, _ = sample_answers(engine, prompts, 1, SamplingParams(0.0, 1.0, opts.max_new_tokens))
+    torch.manual_seed(seed)
+    sampled, lengths = sample_answers(engine, prompts, k, SamplingParams(1.0, 1.0, opts.max_new_tokens))
+    greedy_ok = [c[0] for c in grade(greedy, gold)]
+    sampled_ok = grade(sampled, gold)
+    return {
+        "greedy": sum(greedy_ok) / len(greedy_ok),
+        "greedy_by_type": accuracy_by_group(greedy_ok, types),
+        f"avg@{k}": sum(map(sum, sampled_ok)) / (len(gold) * k),
+        "mean_length": sum(lengths) / len(lengths),
+        # the first sample of each problem, for the error-decoupling analysis
+        "sample_correct": [c[0] for c in sampled_ok],
+        "sample_answers": [s[0] for s in sampled],
+    }
+
+
+def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[dict]:
+    """Error-decoupling metrics of every cross-family pair and each model vs its own resample."""
+    from corl.diversity import pair_stats
+
+    names = list(base_evals)
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            ea, eb = base_evals[a], base_evals[b]
+            rows.append(pair_stats(a, b, ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"]).as_dict())
+    for a in names:
+        ea, eb = base_evals[a], resampled[a]
+        rows.append(pair_stats(a, f"{a} (seed 2)", ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"],
+                               kind="seed").as_dict())
+    return rows
+
+
+def run_config(method: str, spec: Method, agents: list[tuple[str, Path, int]], opts: QuickstartOptions, seed: int, run_dir: Path) -> dict:
+    """The raw `corl train` config of one method's run (written to the run directory)."""
+    return {
+        "output_dir": str(run_dir),
+        "device": "cpu",
+        "agents": [{"name": name, "model": str(path), "lr": opts.lr, "seed": s} for name, path, s in agents],
+        "data": {"train": f"tiny:train:{opts.train_size}", "val": f"tiny:validation:{opts.val_size}", "val_split": "validation",
+                 "val_size": opts.val_size, "template": "{problem}\n", "instruction": ""},
+        "cohort": {"label_source": spec.label_source, "reward": spec.reward, "steps": opts.steps, "seed": seed,
+                   "prompts_per_step": opts.prompts_per_step, "samples_per_prompt": opts.samples_per_prompt,
+                   "max_new_tokens": opts.max_new_tokens},
+        "logging": {"eval_every": opts.eval_every, "tensorboard": False, "progress": False},
+    }
+
+
+def train_method(method: str, cohort: dict[str, Path], opts: QuickstartOptions, seed: int, test, say: Callable[[str], None]) -> dict:
+    """Train one method (each agent alone, or the cohort together) and evaluate every agent."""
+    spec = METHODS[method]
+    names = list(cohort)
+    if spec.same_family:
+        groups = [[(f"{names[0]}#0", cohort[names[0]], 0), (f"{names[0]}#1", cohort[names[0]], 1)]]
+    elif spec.together:
+        groups = [[(n, cohort[n], i) for i, n in enumerate(names)]]
+    else:
+        groups = [[(n, cohort[n], 0)] for n in names]
+    results = {}
+    for group in groups:
+        run_dir = opts.out / f"seed{seed}" / (method if spec.together else f"{method}-{group[0][0]}")
+        cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir), f"quickstart {method}")
+        trainer = CohortTrainer(cfg, run_dir)
+        t0 = time.perf_counter()
+        trainer.train()
+        say(f"  {method:<18} {'+'.join(n for n, _, _ in group):<24} {opts.steps} steps in {time.perf_counter() - t0:5.1f}s")
+        for agent in trainer.agents.values():
+            results[agent.name] = evaluate_model(agent.model, agent.tokenizer, test, opts, seed=seed)
+            results[agent.name]["run_dir"] = str(run_dir)
+    return results
+
+
+# -- the study ------------------------------------------------------------------------------------------
+
+
+def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) -> dict:
+    """Every stage of the embedded default; returns the JSON-ready results."""
+    from corl.models import load_policy
+
+    start = time.perf_counter()
+    unknown = [m for m in opts.methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+    opts.out.mkdir(parents=True, exist_ok=True)
+    torch.set_flush_denormal(True)
+
+    say("1/4 cohort: pretraining tiny families (cached after the first run)")
+    cohort = build_cohort(opts)
+    t_cohort = time.perf_counter() - start
+    test = test_split(opts)
+
+    say("2/4 base models: accuracy and error decoupling before RL")
+    base, resampled = {}, {}
+    for name, path in cohort.items():
+        model, tok = load_policy(str(path))
+        base[name] = evaluate_model(model, tok, test, opts, seed=0)
+        resampled[name] = evaluate_model(model, tok, test, opts, k=1, seed=2)
+    pairs = decoupling(base, resampled)
+
+    say("3/4 training every method under the same budget")
+    per_seed: list[dict] = []
+    skipped: list[str] = []
+    for seed in range(opts.seeds):
+        methods: dict[str, dict] = {"base": base} if "base" in opts.methods else {}
+        for method in opts.methods:
+            if method == "base":
+                continue
+            essential = method in ("ttrl", "co-rl")
+            if not essential and time.perf_counter() - start > opts.budget_s * (seed + 1) / opts.seeds * 0.8:
+                skipped.append(f"{method} (seed {seed}): time budget")
+                say(f"  {method}: skipped, over 80% of the time budget (run it with --methods {method})")
+                continue
+            methods[method] = train_method(method, cohort, opts, seed, test, say)
+        per_seed.append(methods)
+
+    say("4/4 report")
+    results = summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start)
+    from corl.report import write_report
+
+    results["report"] = str(write_report(results, opts.out))
+    results["wall_time_s"] = round(time.perf_counter() - start, 1)
+    (opts.out / "results.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
+
+
+def summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed) -> dict:
+    """Per-method, per-agent test accuracies (mean +- std over seeds) and the paper's claims."""
+    methods: dict[str, dict] = {}
+    for method in per_seed[0]:
+        agents = per_seed[0][method]
+        methods[method] = {}
+        for agent in agents:
+            runs = [s[method][agent] for s in per_seed if method in s]
+            types = sorted(runs[0]["greedy_by_type"])
+            methods[method][agent] = {
+                "greedy": _mean_std([r["greedy"] for r in runs]),
+                "avg@4": _mean_std([r["avg@4"] for r in runs]),
+                "greedy_by_type": {t: _mean_std([r["greedy_by_type"][t] for r in runs]) for t in types},
+                "mean_length": _mean_std([r["mean_length"] for r in runs]),
+                "run_dirs": [r.get("run_dir") for r in runs if r.get("run_dir")],
+            }
+    results = {
+        "families": {name: str(path) for name, path in cohort.items()},
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(opts).items()},
+        "diversity": pairs,
+        "methods": methods,
+        "skipped": skipped,
+        "cohort_seconds": round(t_cohort, 1),
+    }
+    results["claims"] = check_claims(results)
+    return results
+
+
+def _acc(methods, method, agent) -> float | None:
+    entry = methods.get(method, {}).get(agent)
+    return entry["greedy"]["mean"] if entry else None
+
+
+def check_claims(results: dict) -> list[dict]:
+    """The paper's expectations, each with the numbers that decide it."""
+    m = results["methods"]
+    agents = [a for a in m.get("base", {})]
+    claims = []
+    if "co-rl" in m and agents:
+        pairs = [(a, _acc(m, "base", a), _acc(m, "co-rl", a)) for a in agents]
+        claims.append({"claim": "Co-RL above Base for every agent", "holds": all(c > b for _, b, c in pairs),
+                       "numbers": {a: {"base": b, "co-rl": c} for a, b, c in pairs}})
+    if "co-rl" in m and "ttrl" in m:
+        corl = statistics.fmean(_acc(m, "co-rl", a) for a in m["co-rl"])
+        ttrl = statistics.fmean(_acc(m, "ttrl", a) for a in m["ttrl"])
+        claims.append({"claim": "Co-RL >= TTRL on the cohort average", "holds": corl >= ttrl, "numbers": {"co-rl": corl, "ttrl": ttrl}})
+    cross = [p["kappa"] for p in results["diversity"] if p["kind"] == "models"]
+    seed = [p["kappa"] for p in results["diversity"] if p["kind"] == "seed"]
+    if cross and seed:
+        claims.append({"claim": "cross-family kappa below the seed-only kappa", "holds": max(cross) < min(seed),
+                       "numbers": {"cross_family": cross, "seed_only": seed}})
+    std = reward_std_trend(results)
+    if std:
+        claims.append({"claim": "TTRL's reward std falls faster than Co-RL's",
+                       "holds": std["ttrl"] < std["co-rl"], "numbers": std})
+    return claims
+
+
+def reward_std_trend(results: dict) -> dict[str, float] | None:
+    """Mean normalized reward std over the last quarter of training, per method (seed 0)."""
+    from corl.tracking import read_metrics
+
+    out = {}
+    for method in ("ttrl", "co-rl"):
+        entry = results["methods"].get(method)
+        if not entry:
+            return None
+        values = []
+        for agent, e in entry.items():
+            run = e["run_dirs"][0]
+            records = read_metrics(run, "train")
+            tail = records[-max(1, len(records) // 4) :]
+            values += [r[f"{agent}/reward_std_normalized"] for r in tail if r.get(f"{agent}/reward_std_normalized") is not None]
+        finite = [v for v in values if not math.isnan(v)]
+        if not finite:
+            return None
+        out[method] = statistics.fmean(finite)
+    return out
