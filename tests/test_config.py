@@ -37,7 +37,7 @@ def test_overrides_set_nested_and_list_values(tmp_path):
     "override, message",
     [
         ("cohort.samples_per_prompt=0", "cohort.samples_per_prompt: Input should be greater than or equal to 1 (got 0)"),
-        ("cohort.label_source=oracle", "cohort.label_source: Input should be 'peer', 'self' or 'truth'"),
+        ("cohort.label_source=oracle", "cohort.label_source: Input should be 'peer', 'self', 'truth' or 'ema'"),
         ("grpo.loss_aggregation=mean", "grpo.loss_aggregation"),
         ("grpo.betta=0.1", "grpo.betta: unknown key"),
         ("agents.0.lr=-1", "agents.0.lr: Input should be greater than 0"),
