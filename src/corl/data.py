@@ -116,6 +116,20 @@ def _field(row: dict, field: str, source: str, index: int, option: str) -> str:
     return str(value)
 
 
+def row_ids(rows: Sequence[dict], source: str, id_field: str = "id") -> list[str]:
+    """Each row's id as a string (its index where the id field is absent); ids must be
+    unique, because labels and other wordings of a problem are matched by id."""
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        rid = str(row[id_field]) if row.get(id_field) is not None else str(i)
+        if rid in seen:
+            raise DataError(f"dataset '{source}' row {i}: id {rid!r} repeats row {seen[rid]}; ids must be unique")
+        seen[rid] = i
+        ids.append(rid)
+    return ids
+
+
 def build_problems(
     rows: Sequence[dict],
     source: str,
@@ -132,12 +146,7 @@ def build_problems(
         raise DataError(f"dataset '{source}' has no rows")
     problems: list[Problem] = []
     key: AnswerKey = {}
-    seen: dict[str, int] = {}
-    for i, row in enumerate(rows):
-        pid = str(row[id_field]) if row.get(id_field) is not None else str(i)
-        if pid in seen:
-            raise DataError(f"dataset '{source}' row {i}: id {pid!r} repeats row {seen[pid]}; ids must be unique")
-        seen[pid] = i
+    for i, (pid, row) in enumerate(zip(row_ids(rows, source, id_field), rows)):
         texts = {f: _field(row, f, source, i, "data.prompt_field or agents[].prompt_field") for f in prompt_fields}
         problems.append(Problem(id=pid, texts=texts))
         if answer_field:

@@ -458,15 +458,13 @@ def hf_rewriter(model, tokenizer, temperature: float = 0.7, max_new_tokens: int 
 
 def row_ids(rows: Sequence[dict], id_field: str, source: str = "dataset") -> list[str]:
     """Row ids as strings (the row index where the id field is absent, as corl.data does); unique."""
-    ids: list[str] = []
-    seen: dict[str, int] = {}
-    for i, row in enumerate(rows):
-        rid = str(row[id_field]) if row.get(id_field) is not None else str(i)
-        if rid in seen:
-            raise RephraseError(f"{source} row {i}: id {rid!r} repeats row {seen[rid]}; ids must be unique (set --id-field)")
-        seen[rid] = i
-        ids.append(rid)
-    return ids
+    from corl.data import DataError
+    from corl.data import row_ids as data_row_ids
+
+    try:
+        return data_row_ids(rows, source, id_field)
+    except DataError as err:
+        raise RephraseError(f"{err} (set --id-field)") from None
 
 
 def source_texts(rows: Sequence[dict], field: str, source: str = "dataset") -> list[str]:
