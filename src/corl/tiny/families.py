@@ -1,0 +1,183 @@
+"""The tiny cohort's families: randomly initialised HF models and the registry of diversity channels.
+
+A *family* fixes everything that makes one tiny model differ from another (paper: peers
+from different model families disagree in useful ways): architecture, tokenizer kind,
+size, pretraining mixture over problem types, seed and pretraining budget. `FAMILIES`
+declares the embedded default's cohort in one place; `sibling` derives a seed-only
+variant of a family for "same family" comparisons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    GenerationConfig,
+    GPT2Config,
+    LlamaConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen2Config,
+)
+
+from corl.tiny.task import TYPES
+
+ARCHS = ("llama", "qwen2", "gpt2")
+MAX_POSITIONS = 256
+MAX_NEW_TOKENS = 64  # default for generate(); tiny-task solutions are < 50 tokens
+
+
+def _config(arch: str, vocab_size: int, ids: dict, hidden: int, layers: int, heads: int, ffn: int):
+    """An ordinary HF config of `arch` with dropout off and the tokenizer's special ids."""
+    if arch == "llama":
+        return LlamaConfig(
+            vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+            num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=MAX_POSITIONS,
+            attention_dropout=0.0, tie_word_embeddings=True, **ids,
+        )  # fmt: skip
+    if arch == "qwen2":
+        return Qwen2Config(
+            vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+            num_attention_heads=heads, num_key_value_heads=min(2, heads), max_position_embeddings=MAX_POSITIONS,
+            attention_dropout=0.0, tie_word_embeddings=True, **ids,
+        )  # fmt: skip
+    if arch == "gpt2":
+        return GPT2Config(
+            vocab_size=vocab_size, n_embd=hidden, n_layer=layers, n_head=heads, n_inner=ffn,
+            n_positions=MAX_POSITIONS, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            tie_word_embeddings=True, **ids,
+        )  # fmt: skip
+    raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)}")
+
+
+def build_random_model(
+    arch: str,
+    tokenizer: PreTrainedTokenizerBase,
+    hidden: int = 128,
+    layers: int = 4,
+    heads: int = 4,
+    ffn: int = 512,
+    seed: int = 0,
+) -> PreTrainedModel:
+    """A freshly initialised causal LM of `arch` ("llama", "qwen2" or "gpt2") sized for `tokenizer`.
+
+    Initialisation is deterministic in `seed` and leaves the global torch RNG untouched.
+    Eager attention: faster than sdpa at this size on CPU (docs/CPU-NOTES.md).
+    """
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    if eos is None or pad is None:
+        raise ValueError("tokenizer needs eos_token and pad_token set (use corl.tiny.tokenizers)")
+    ids = dict(bos_token_id=eos, eos_token_id=eos, pad_token_id=pad)
+    config = _config(arch, len(tokenizer), ids, hidden, layers, heads, ffn)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    model.loss_type = "ForCausalLM"  # GPT2LMHeadModel's class name doesn't map to a loss; silences a warning
+    model.generation_config = GenerationConfig(
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=pad, max_new_tokens=MAX_NEW_TOKENS
+    )
+    return model
+
+
+# --- the registry -----------------------------------------------------------------------
+
+TOKENIZER_KINDS = ("char", "bpe")
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """Everything that defines one tiny model family; its hash names the pretraining cache."""
+
+    name: str
+    arch: str  # "llama" | "qwen2" | "gpt2"
+    tokenizer: str  # "char" | "bpe"
+    mixture: dict[str, float]  # pretraining weights over corl.tiny.task.TYPES
+    steps: int  # optimizer steps of pretraining (a count, not a clock: reproducible)
+    seed: int = 0  # initialisation and data order
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    ffn: int = 512
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    difficulty: int = 1  # corl.tiny.task difficulty of the pretraining data
+    bpe_vocab_size: int = 384  # only for tokenizer == "bpe"
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise ValueError(f"family {self.name!r}: arch {self.arch!r} is not one of {', '.join(ARCHS)}")
+        if self.tokenizer not in TOKENIZER_KINDS:
+            raise ValueError(f"family {self.name!r}: tokenizer {self.tokenizer!r} is not one of {TOKENIZER_KINDS}")
+        unknown = set(self.mixture) - set(TYPES)
+        if unknown or not any(w > 0 for w in self.mixture.values()):
+            raise ValueError(
+                f"family {self.name!r}: mixture {self.mixture} needs positive weights over {', '.join(TYPES)}"
+            )
+
+    def fingerprint(self) -> str:
+        """Short hash of every field that changes the pretrained weights (name and notes excluded)."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("name", "notes")}
+        blob = json.dumps(fields, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+_SEED_SUFFIX = "-seed"
+
+FAMILIES: dict[str, FamilySpec] = {
+    spec.name: spec
+    for spec in (
+        FamilySpec(
+            name="llama-char",
+            arch="llama",
+            tokenizer="char",
+            mixture={"arith": 0.6, "linear": 0.1, "mod": 0.2, "digitsum": 0.1},
+            steps=400,
+            seed=0,
+            notes="Llama-style, per-character tokenizer; leans to arithmetic chains.",
+        ),
+        FamilySpec(
+            name="qwen2-bpe",
+            arch="qwen2",
+            tokenizer="bpe",
+            mixture={"arith": 0.1, "linear": 0.45, "mod": 0.35, "digitsum": 0.1},
+            steps=500,
+            seed=1,
+            notes="Qwen2-style (2 KV heads), byte-level BPE; leans to linear equations and remainders.",
+        ),
+        FamilySpec(
+            name="gpt2-char",
+            arch="gpt2",
+            tokenizer="char",
+            mixture={"arith": 0.2, "linear": 0.1, "mod": 0.2, "digitsum": 0.5},
+            steps=350,
+            seed=2,
+            notes="GPT-2-style (learned positions, GELU, LayerNorm); leans to digit sums; learns slowest per step.",
+        ),
+    )
+}
+
+
+def sibling(base: str | FamilySpec, seed: int) -> FamilySpec:
+    """A seed-only variant of a family (same everything else), named `<base>-seed<seed>`."""
+    spec = FAMILIES[base] if isinstance(base, str) else base
+    return dataclasses.replace(spec, name=f"{spec.name}{_SEED_SUFFIX}{seed}", seed=seed)
+
+
+def get_family(name: str) -> FamilySpec:
+    """The spec registered as `name`, or the sibling it names (e.g. "llama-char-seed7")."""
+    if name in FAMILIES:
+        return FAMILIES[name]
+    base, sep, seed = name.rpartition(_SEED_SUFFIX)
+    if sep and base in FAMILIES and seed.isdigit():
+        return sibling(base, int(seed))
+    raise KeyError(
+        f"unknown tiny family {name!r}; choose one of {', '.join(FAMILIES)} "
+        f"or a seed sibling such as '{next(iter(FAMILIES))}{_SEED_SUFFIX}1'"
+    )

@@ -1,0 +1,184 @@
+"""Tiny tokenizers, random HF models per architecture, the family registry and cached pretraining."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from corl.tiny import pretrain as pretrain_module
+from corl.tiny.families import ARCHS, FAMILIES, FamilySpec, build_random_model, get_family, sibling
+from corl.tiny.pretrain import SPEC_FILE, build_tokenizer, ensure_pretrained
+from corl.tiny.task import TYPES, make_split, prompt_text
+from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+
+SMALL = dict(hidden=32, layers=2, heads=2, ffn=64)  # fast stand-in for the default size
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return make_split("validation", 100, seed=0)
+
+
+@pytest.fixture(scope="module")
+def tokenizers(rows):
+    corpus = [prompt_text(r["problem"]) + r["solution"] for r in make_split("train", 1000)]
+    return {"char": char_tokenizer(), "bpe": bpe_tokenizer(corpus, vocab_size=320)}
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_tokenizer_round_trip(kind, tokenizers, rows, tmp_path, offline):
+    tok = tokenizers[kind]
+    assert (tok.pad_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2)
+    texts = [prompt_text(r["problem"]) + r["solution"] for r in rows]
+    for text in texts:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert tok.unk_token_id not in ids
+        assert tok.decode(ids) == text
+        # special tokens vanish without leaving spaces between characters
+        assert tok.decode(ids + [tok.eos_token_id, tok.pad_token_id], skip_special_tokens=True) == text
+    completion = tok.encode(rows[0]["solution"], add_special_tokens=False)
+    assert tok.decode(completion, skip_special_tokens=True).endswith("\\boxed{" + rows[0]["answer"] + "}")
+    assert tok.encode("1+2=?\n") == tok.encode("1+2=?\n", add_special_tokens=False)  # no bos/eos added
+
+    tok.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert [loaded.encode(t) for t in texts] == [tok.encode(t) for t in texts]
+    assert (loaded.pad_token, loaded.eos_token) == ("<pad>", "<eos>")
+    loaded.padding_side = "left"
+    batch = loaded(["1+2=?\n", "12*3+4=?\n"], padding=True)
+    assert batch["input_ids"][0][0] == loaded.pad_token_id and batch["attention_mask"][0][0] == 0
+
+
+def test_char_tokenizer_maps_foreign_characters_to_unk():
+    tok = char_tokenizer()
+    assert tok.encode("1+Z", add_special_tokens=False)[-1] == tok.unk_token_id
+    assert len(char_tokenizer("ab")) == 5
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_random_model_save_load_generate(arch, kind, tokenizers, tmp_path, offline):
+    tok = tokenizers[kind]
+    model = build_random_model(arch, tok, seed=3, **SMALL)
+    assert model.config.vocab_size == len(tok)
+    assert model.generation_config.eos_token_id == tok.eos_token_id
+    assert model.generation_config.pad_token_id == tok.pad_token_id
+    again = build_random_model(arch, tok, seed=3, **SMALL)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager")
+    ltok = AutoTokenizer.from_pretrained(tmp_path)
+    assert type(loaded).__name__ == type(model).__name__
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert loaded.generation_config.eos_token_id == tok.eos_token_id
+
+    ltok.padding_side = "left"
+    enc = ltok(["1+2=?\n", "12*3+4=?\n"], return_tensors="pt", padding=True)
+    out = loaded.generate(**enc, do_sample=True, max_new_tokens=5)
+    assert out.shape[0] == 2 and out.shape[1] <= enc["input_ids"].shape[1] + 5
+
+
+def test_unknown_arch_explains():
+    with pytest.raises(ValueError, match="unknown architecture"):
+        build_random_model("mamba", char_tokenizer())
+
+
+def test_registry_covers_the_diversity_channels():
+    assert len(FAMILIES) >= 3
+    specs = list(FAMILIES.values())
+    assert {s.arch for s in specs} == set(ARCHS)
+    assert {s.tokenizer for s in specs} == {"char", "bpe"}
+    assert len({json.dumps(s.mixture, sort_keys=True) for s in specs}) == len(specs)
+    for s in specs:
+        assert set(s.mixture) <= set(TYPES) and s.steps > 0
+    assert len({s.fingerprint() for s in specs}) == len(specs)
+
+
+def test_seed_siblings():
+    base = FAMILIES["llama-char"]
+    sib = get_family("llama-char-seed7")
+    assert sib == sibling("llama-char", 7)
+    assert sib.name == "llama-char-seed7" and sib.seed == 7
+    assert dataclasses.replace(sib, name=base.name, seed=base.seed) == base
+    assert sib.fingerprint() != base.fingerprint()
+    bpe = FAMILIES["qwen2-bpe"]
+    assert build_tokenizer(sibling(bpe, 5)).get_vocab() == build_tokenizer(bpe).get_vocab()  # same tokenizer
+    with pytest.raises(KeyError, match="unknown tiny family"):
+        get_family("bert-char")
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_family_save_load_offline(name, tmp_path, offline):
+    spec = dataclasses.replace(FAMILIES[name], **SMALL)
+    tok = build_tokenizer(spec)
+    assert build_tokenizer(spec).get_vocab() == tok.get_vocab()  # BPE training is deterministic
+    model = build_random_model(spec.arch, tok, seed=spec.seed, **SMALL)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    ltok = AutoTokenizer.from_pretrained(tmp_path)
+    text = prompt_text("3x+5=20, x=?") + "3x=20-5=15. x=15/3=5. \\boxed{5}"
+    assert ltok.decode(ltok.encode(text)) == text
+    assert loaded.config.model_type == spec.arch
+
+
+def _entries(cache_dir) -> list[str]:
+    return sorted(p.name for p in cache_dir.iterdir() if not p.name.endswith(".lock"))
+
+
+def _tiny_spec(**kw) -> FamilySpec:
+    base = dict(name="test-tiny", arch="qwen2", tokenizer="char", mixture={"arith": 1.0}, steps=30,
+                batch_size=8, lr=1e-2, warmup_steps=5, **SMALL)  # fmt: skip
+    return FamilySpec(**{**base, **kw})
+
+
+def test_pretrain_then_cache_hit(tmp_path, offline, monkeypatch):
+    spec = _tiny_spec()
+    stale = tmp_path / f".{pretrain_module.cache_path(spec, tmp_path).name}.tmp-killed"
+    stale.mkdir()  # as left by a build that was killed
+    path = ensure_pretrained(spec, cache_dir=tmp_path, progress=False)
+    assert path.parent == tmp_path and path.name.startswith("test-tiny-")
+    assert _entries(tmp_path) == [path.name]  # no temporary left behind, stale one removed
+    stats = json.loads((path / "pretrain_stats.json").read_text())
+    assert stats["steps"] == 30
+    assert stats["loss_last"] < 0.7 * stats["loss_first"]
+    record = json.loads((path / SPEC_FILE).read_text())
+    assert record["fingerprint"] == spec.fingerprint()
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert model.config.model_type == "qwen2" and len(tok) == model.config.vocab_size
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("cache hit must not retrain")
+
+    monkeypatch.setattr(pretrain_module, "pretrain", no_training)
+    assert ensure_pretrained(spec, cache_dir=tmp_path, progress=False) == path
+
+
+def test_interrupted_build_leaves_no_cache_entry(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pretrain_module, "pretrain", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ensure_pretrained(_tiny_spec(), cache_dir=tmp_path, progress=False)
+    assert _entries(tmp_path) == []
+
+
+def test_cache_dir_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORL_CACHE", str(tmp_path))
+    spec = _tiny_spec()
+    assert pretrain_module.cache_path(spec).parent == tmp_path / "tiny"
