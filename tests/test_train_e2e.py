@@ -43,6 +43,14 @@ def changed(a: Path, b: Path) -> bool:
 )
 def test_train_cli_updates_every_agent_and_writes_metrics(tmp_path, tiny_models, tiny_data, label_source, agents):
     raw = tiny_config(tmp_path, tiny_models, tiny_data, agents=agents, cohort={"label_source": label_source})
+    if label_source == "truth":
+        # The fixture models answer with a digit 0-3: keep the problems whose true answer is
+        # one, so that ground-truth rewards are not all 0 (which would mean no update at all).
+        rows = [json.loads(line) for line in tiny_data["train"].read_text().splitlines()]
+        reachable = [r for r in rows if r["answer"] in {"0", "1", "2", "3"}]
+        assert len(reachable) >= 4
+        (tmp_path / "reachable.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reachable))
+        raw["data"]["train"] = str(tmp_path / "reachable.jsonl")
     result = runner.invoke(app, ["train", str(write_config(tmp_path, raw))])
     assert result.exit_code == 0, result.output
     run = tmp_path / "run"
