@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
-from corl.config import AgentConfig, GRPOConfig
+from corl.config import AgentConfig, ComputeConfig, GRPOConfig
 from corl.data import Problem, PromptTemplate
+from corl.distributed import DataParallel, prepare_frozen, prepare_model, save_policy
 from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, kl_k3, token_logprobs
 from corl.rewards import INTRINSIC_REWARDS
 from corl.rollout import HFGenerateEngine, Rollout, SamplingParams
@@ -65,36 +67,47 @@ class Agent:
     """A policy plus everything it needs to sample and to update itself."""
 
     def __init__(self, config: AgentConfig, model, tokenizer, template: PromptTemplate, prompt_field: str, grpo: GRPOConfig,
-                 generation_batch_size: int | None = None, ema_momentum: float | None = None):
+                 generation_batch_size: int | None = None, ema_momentum: float | None = None,
+                 dp: DataParallel | None = None, compute: ComputeConfig | None = None):
         self.config = config
         self.name = config.name
-        self.model = model
         self.tokenizer = tokenizer
         self.template = template
         self.prompt_field = prompt_field  # key into Problem.texts: this agent's wording
         self.grpo = grpo
-        # Chat templates already contain BOS; adding special tokens again would double it.
-        self.engine = HFGenerateEngine(model, tokenizer, batch_size=generation_batch_size, add_special_tokens=not template.chat)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.dp = dp or DataParallel()  # the ranks that share this agent's model (size 1: just this one)
+        # Frozen copies come first, from the plain model: they never train, shard or carry adapters.
         self.reference = None
         if grpo.beta > 0:
             # Only with a KL term is a frozen copy of the initial policy worth its memory.
-            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+            self.reference = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
         self.ema_momentum = ema_momentum
         self.teacher = None  # Co-rewarding-II: a slowly moving copy of this agent labels it
         self.teacher_engine = None
         if ema_momentum is not None:
-            self.teacher = copy.deepcopy(model).eval().requires_grad_(False)
+            self.teacher = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
             self.teacher_engine = HFGenerateEngine(self.teacher, tokenizer, batch_size=generation_batch_size,
                                                    add_special_tokens=not template.chat)
+        # Gradient checkpointing, LoRA, FSDP sharding, bf16 (compute: / distributed:), then the optimizer.
+        self.model = model = prepare_model(model, compute, self.dp)
+        # Chat templates already contain BOS; adding special tokens again would double it.
+        self.engine = HFGenerateEngine(model, tokenizer, batch_size=generation_batch_size, add_special_tokens=not template.chat)
+        trainable = [p for p in model.parameters() if p.requires_grad]  # all of them, or only the LoRA adapters
+        self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
 
     def prompts(self, problems: list[Problem], text_key: str | None = None) -> list[str]:
         """Rendered prompts in this agent's wording (or in the wording `text_key`)."""
         key = text_key or self.prompt_field
         return [self.template.render(p.texts[key], self.tokenizer) for p in problems]
 
+    def generating(self):
+        """Context for generation and no-grad passes: under FSDP it gathers the whole model
+        (every rank of the agent enters together); otherwise it does nothing."""
+        return self.dp.gathered(self.model)
+
     def sample(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
-        return self.engine.generate(self.prompts(problems), num_samples, params)
+        with self.generating():
+            return self.engine.generate(self.prompts(problems), num_samples, params)
 
     def sample_teacher(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
         """Samples of the EMA teacher (Co-rewarding-II); only agents built with ema_momentum have one."""
@@ -110,25 +123,42 @@ class Agent:
         self.model.eval()
         out = []
         n = rollout.input_ids.shape[0]
-        for start in range(0, n, batch):  # bounds the [n, C, V] logits in memory
-            rows = torch.arange(start, min(start + batch, n), device=rollout.input_ids.device)
-            logits = completion_logits(self.model, rollout, rows).float() / temperature
-            out.append(INTRINSIC_REWARDS[kind](logits, rollout.completion_mask[rows]))
+        with self.generating():
+            for start in range(0, n, batch):  # bounds the [n, C, V] logits in memory
+                rows = torch.arange(start, min(start + batch, n), device=rollout.input_ids.device)
+                logits = completion_logits(self.model, rollout, rows).float() / temperature
+                out.append(INTRINSIC_REWARDS[kind](logits, rollout.completion_mask[rows]))
         return torch.cat(out).view(-1, rollout.num_samples).cpu()
 
     def update(self, rollout: Rollout, rewards: torch.Tensor, temperature: float) -> UpdateStats:
-        """One GRPO update on this agent's own rollouts and rewards ([B, K])."""
+        """One GRPO update on this agent's own rollouts and rewards ([B, K]).
+
+        With data parallelism (`self.dp`: D ranks, each holding a shard of the batch) every
+        rank scales its loss by the *whole* batch's sizes and the ranks' gradients are summed,
+        so the step is the single-process step on the whole batch. The ranks first agree on
+        those sizes, so all of them run the same collectives even when some have no sequence
+        with signal.
+        """
         cfg = self.grpo
+        dp = self.dp
         device = rollout.input_ids.device
         advantages = group_advantages(rewards, cfg.scale_rewards).flatten().to(device)  # [N]
         mask = rollout.completion_mask.float()  # [N, C]
-        n_total = advantages.shape[0]
         # With beta = 0 a zero-advantage sequence contributes exactly zero loss and gradient,
         # so it is left out of the forward pass and the loss is rescaled to the full batch.
         # On CPU this often halves the cost of a step. With beta > 0 the KL term needs all.
-        active = torch.arange(n_total, device=device) if cfg.beta > 0 else torch.nonzero(advantages != 0).flatten()
-        stats = UpdateStats(active_sequences=int(active.numel()))
-        if active.numel() == 0:  # the loss is identically zero: no optimizer step
+        active = torch.arange(advantages.shape[0], device=device) if cfg.beta > 0 else torch.nonzero(advantages != 0).flatten()
+        # minibatch_size bounds memory only: minibatches accumulate into one optimizer
+        # step per pass, so the update is the same whatever its value.
+        minibatch = cfg.minibatch_size or max(active.numel(), 1)
+        # whole-batch sizes over the dp ranks (identity in a single process)
+        sizes = dp.sum(torch.tensor([advantages.shape[0], float(mask.sum()), active.numel()], dtype=torch.float64))
+        widest = dp.max(torch.tensor([mask.shape[1], -(-active.numel() // minibatch)]))
+        n_total, n_active = int(sizes[0]), int(sizes[2])
+        total_tokens = torch.tensor(float(sizes[1]), device=device).clamp(min=1.0)
+        width, minibatches = int(widest[0]), int(widest[1])  # padded completion length, minibatches per pass
+        stats = UpdateStats(active_sequences=n_active)
+        if n_active == 0:  # the loss is identically zero on every rank: no optimizer step
             if self.teacher is not None:
                 ema_update(self.teacher, self.model, self.ema_momentum)
             return stats
@@ -136,22 +166,25 @@ class Agent:
         self.model.train()
         old_logprobs = None
         if cfg.num_passes > 1:
-            with torch.no_grad():
-                old_logprobs = sequence_logprobs(self.model, rollout, active, temperature)
+            with torch.no_grad(), self.generating():
+                old_logprobs = sequence_logprobs(self.model, rollout, active, temperature) if active.numel() else None
         ref_logprobs = None
         if self.reference is not None:
             with torch.no_grad():
                 ref_logprobs = sequence_logprobs(self.reference, rollout, active, temperature)
 
-        total_tokens = mask.sum().clamp(min=1.0)
-        # minibatch_size bounds memory only: minibatches accumulate into one optimizer
-        # step per pass, so the update is the same whatever its value.
-        minibatch = cfg.minibatch_size or active.numel()
         losses, clips, kls, norms = [], [], [], []
         for _ in range(cfg.num_passes):
             self.optimizer.zero_grad(set_to_none=True)
             pass_loss, pass_clip, pass_kl = 0.0, 0.0, 0.0
-            for start in range(0, active.numel(), minibatch):
+            for start in range(0, minibatches * minibatch, minibatch):
+                if start >= active.numel():
+                    # Under FSDP every forward/backward is a collective: a rank with fewer
+                    # minibatches than its peers runs zero-weight ones to keep them paired.
+                    if dp.fsdp:
+                        row = torch.zeros(1, dtype=torch.long, device=device)
+                        (sequence_logprobs(self.model, rollout, row, temperature).sum() * 0.0).backward()
+                    continue
                 local = torch.arange(start, min(start + minibatch, active.numel()), device=device)
                 rows = active[local]
                 logprobs = sequence_logprobs(self.model, rollout, rows, temperature)  # [n, C]
@@ -162,20 +195,23 @@ class Agent:
                     kl = kl_k3(logprobs, ref_logprobs[local])
                     per_token = per_token + cfg.beta * kl
                     pass_kl += float((kl.detach() * m).sum() / total_tokens)
-                loss = aggregate_loss(per_token, m, cfg.loss_aggregation, max_tokens=m.shape[1])
+                loss = aggregate_loss(per_token, m, cfg.loss_aggregation, max_tokens=width)
                 loss = loss * self._batch_share(rows, m, n_total, total_tokens)
-                loss.backward()
+                (loss * dp.loss_scale).backward()
                 pass_loss += float(loss.detach())
                 pass_clip += float((clipped.float() * m).sum() / total_tokens)
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm or float("inf"))
+            dp.sum_gradients(self.model.parameters())
+            norm = dp.clip_grad_norm(self.model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
             losses.append(pass_loss)
             clips.append(pass_clip)
             kls.append(pass_kl)
-            norms.append(float(norm))
+            norms.append(norm)
             stats.optimizer_steps += 1
         if self.teacher is not None:
             ema_update(self.teacher, self.model, self.ema_momentum)
+        # each rank measured its share of the whole batch's loss, clipping and KL
+        losses, clips, kls = dp.sum(torch.tensor([losses, clips, kls], dtype=torch.float64)).tolist()
         stats.loss = sum(losses) / len(losses)
         stats.clip_fraction = sum(clips) / len(clips)
         stats.kl = sum(kls) / len(kls)
@@ -189,12 +225,27 @@ class Agent:
         return rows.numel() / n_total
 
     def state_dict(self) -> dict:
-        state = {"optimizer": self.optimizer.state_dict()}
+        state = {"optimizer": self.dp.full_optimizer_state(self.optimizer)}  # a collective under FSDP
         if self.teacher is not None:
             state["teacher"] = self.teacher.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.dp.load_optimizer_state(self.optimizer, state["optimizer"])
         if self.teacher is not None:
             self.teacher.load_state_dict(state["teacher"])
+
+    def save(self, folder: Path) -> None:
+        """Write this agent: a Hugging Face model folder (weights, tokenizer) plus trainer.pt.
+
+        Every rank of the agent's dp group calls it (gathering a sharded model is a
+        collective); its dp rank 0 writes.
+        """
+        self.dp.check_replicas(self.model)
+        weights = self.dp.full_model_state(self.model)
+        state = self.state_dict()
+        if self.dp.rank != 0:
+            return
+        save_policy(self.model, folder, weights)
+        self.tokenizer.save_pretrained(folder)
+        torch.save(state, folder / "trainer.pt")

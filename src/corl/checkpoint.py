@@ -50,8 +50,9 @@ def save_checkpoint(run_dir: str | Path, step: int, agents, loop_state: dict, ke
                     write_state: bool = True, barrier=None) -> Path:
     """Write `agents` and (if write_state) the loop state for `step` (steps done so far).
 
-    In a multi-process run every process passes the agents it writes and the same
-    `barrier`; only the process with write_state creates, commits and prunes.
+    In a multi-process run every process passes the agents it hosts and the same
+    `barrier`; `Agent.save` lets each agent's dp rank 0 write it, and only the process
+    with write_state creates, commits and prunes.
     """
     barrier = barrier or (lambda: None)
     root = Path(run_dir) / "checkpoints"
@@ -63,9 +64,7 @@ def save_checkpoint(run_dir: str | Path, step: int, agents, loop_state: dict, ke
         tmp.mkdir()
     barrier()
     for agent in agents:
-        agent.model.save_pretrained(tmp / agent.name)
-        agent.tokenizer.save_pretrained(tmp / agent.name)
-        torch.save(agent.state_dict(), tmp / agent.name / "trainer.pt")
+        agent.save(tmp / agent.name)  # model + tokenizer (HF format) and trainer.pt
     barrier()
     if write_state:
         torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")

@@ -33,6 +33,7 @@ from corl.checkpoint import latest_checkpoint, load_loop_state, save_checkpoint,
 from corl.config import RunConfig, dump_config
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
+from corl.distributed import DataParallel, prepare_frozen
 from corl.evaluate import greedy_accuracy
 from corl.labels import AnswersTable, build_label_source
 from corl.models import load_policy, resolve_device
@@ -137,16 +138,20 @@ def load_eval_data(cfg: RunConfig) -> Dataset | None:
     return Dataset(problems, gold, rows)
 
 
-def build_agent(cfg: RunConfig, index: int, device: torch.device, weights: Path | None = None) -> Agent:
-    """Load agent `index`'s own model; `weights` (a checkpoint folder) overrides on resume."""
+def build_agent(cfg: RunConfig, index: int, device: torch.device, weights: Path | None = None,
+                dp: DataParallel | None = None) -> Agent:
+    """Load agent `index`'s own model; `weights` (a checkpoint folder) overrides on resume.
+    `dp`: the ranks that share this agent's model (multi-process runs, see corl.distributed)."""
     agent_cfg = cfg.agents[index]
     model, tokenizer = load_policy(str(weights) if weights else agent_cfg.model, None if weights else agent_cfg.tokenizer, device)
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
     ema = cfg.cohort.ema_momentum if cfg.cohort.label_source == "ema" else None
-    agent = Agent(agent_cfg, model, tokenizer, template, cfg.text_key(agent_cfg), cfg.grpo, cfg.cohort.generation_batch_size, ema)
+    agent = Agent(agent_cfg, model, tokenizer, template, cfg.text_key(agent_cfg), cfg.grpo, cfg.cohort.generation_batch_size, ema,
+                  dp=dp, compute=cfg.compute)
     if weights and agent.reference is not None:
         # The KL anchor is the *initial* policy, not the resumed weights.
-        agent.reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
+        reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
+        agent.reference = prepare_frozen(reference, cfg.compute)
     return agent
 
 
@@ -157,7 +162,8 @@ class CohortTrainer:
     """Owns a run: its (local) agents, data, label source, logs and checkpoints."""
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
-                 placement: Placement | None = None, exchange=None, device: torch.device | None = None):
+                 placement: Placement | None = None, exchange=None, device: torch.device | None = None,
+                 data_parallel: DataParallel | None = None):
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.output_dir)
         self.placement = placement or Placement.single(len(cfg.agents))
@@ -175,7 +181,8 @@ class CohortTrainer:
         if resume and checkpoint is None:
             raise FileNotFoundError(f"no checkpoint to resume in {self.run_dir}/checkpoints")
         self.agents: dict[int, Agent] = {
-            n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None) for n in self.placement.agents
+            n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None, data_parallel)
+            for n in self.placement.agents
         }
         if checkpoint is not None:
             state = load_loop_state(checkpoint)
@@ -289,21 +296,30 @@ class CohortTrainer:
         """Greedy accuracy of every agent on the held-out split (benchmark wording)."""
         if self.val_data is None:
             return {}
+        # the dp ranks of an agent split the problems (strided, as in training) and add up
+        problems = [self.val_data.problems[i] for i in self.placement.prompt_positions(len(self.val_data.problems))]
+        gold = [self.val_data.gold[p.id] for p in problems]
         mine = {}
-        if self.placement.dp_rank == 0:
-            gold = [self.val_data.gold[p.id] for p in self.val_data.problems]
-            for n, agent in self.agents.items():
-                prompts = agent.prompts(self.val_data.problems, self.cfg.data.prompt_field)
-                mine[f"{agent.name}/val_accuracy"] = greedy_accuracy(agent.engine, prompts, gold, self.cfg.cohort.max_new_tokens)
-        out = {key: value for part in self.exchange.all_gather(mine) for key, value in part.items()}
+        for agent in self.agents.values():
+            with agent.generating():  # every dp rank enters, also one without problems (FSDP)
+                prompts = agent.prompts(problems, self.cfg.data.prompt_field)
+                accuracy = greedy_accuracy(agent.engine, prompts, gold, self.cfg.cohort.max_new_tokens) if problems else 0.0
+            mine[agent.name] = (round(accuracy * len(problems)), len(problems))  # (correct, evaluated)
+        totals: dict[str, list[int]] = {}
+        for part in self.exchange.all_gather(mine):
+            for name, (correct, count) in part.items():
+                total = totals.setdefault(name, [0, 0])
+                total[0] += correct
+                total[1] += count
+        out = {f"{name}/val_accuracy": correct / count for name, (correct, count) in totals.items()}
         out["cohort/val_accuracy"] = sum(out.values()) / len(out)
         return out
 
     def checkpoint(self, steps_done: int) -> Path | None:
-        """Every agent's dp-rank 0 writes its agent; the main process writes the loop state."""
-        writers = list(self.agents.values()) if self.placement.dp_rank == 0 else []
-        return save_checkpoint(self.run_dir, steps_done, writers, self.loop_state, write_state=self.placement.is_main,
-                               barrier=self.exchange.barrier)
+        """Every agent's dp-rank 0 writes its agent (all its ranks take part: a sharded model
+        is gathered first); the main process writes the loop state."""
+        return save_checkpoint(self.run_dir, steps_done, list(self.agents.values()), self.loop_state,
+                               write_state=self.placement.is_main, barrier=self.exchange.barrier)
 
     def train(self, on_step: Callable[[int, dict], None] | None = None) -> dict[str, float]:
         """Run from the current step to cfg.cohort.steps; returns the last metrics."""

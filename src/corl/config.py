@@ -108,6 +108,49 @@ class GRPOConfig(_Strict):
     max_grad_norm: float | None = Field(1.0, gt=0)
 
 
+class LoRAConfig(_Strict):
+    """Low-rank adapters (Hu et al. 2021, arXiv:2106.09685) through `peft`: only the adapters train."""
+
+    r: int = Field(16, ge=1, description="Adapter rank.")
+    alpha: float = Field(32.0, gt=0, description="The adapter update is scaled by alpha / r.")
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] | str = Field(
+        "all-linear", description="Names of the modules to adapt, or 'all-linear' (every linear layer but the output head)."
+    )
+
+
+class ComputeConfig(_Strict):
+    """How each agent's model is computed and held in memory. Defaults suit the tiny CPU cohort."""
+
+    bf16: bool = Field(
+        False, description="Compute in bfloat16 with float32 master weights (autocast; under FSDP its mixed-precision policy)."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations during the backward pass: less memory, about a third more compute."
+    )
+    lora: LoRAConfig | None = Field(None, description="Train low-rank adapters instead of every weight (needs `pip install peft`).")
+
+
+class DistributedConfig(_Strict):
+    """Runs under torchrun: one group of ranks per agent (see `corl.distributed`)."""
+
+    timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a rank waits for the others at any collective before the run fails, naming the ranks "
+        "(and agents) that did not answer. Must exceed the longest legitimate wait: one agent's step, validation or "
+        "checkpoint while the others are done.",
+    )
+    placement: Literal["contiguous", "round_robin"] = Field(
+        "contiguous",
+        description="With fewer processes than agents, each process hosts several whole agents: contiguous blocks "
+        "(0,1 | 2) or dealt round robin (0,2 | 1).",
+    )
+    fsdp: bool = Field(
+        False, description="Shard each agent's model over its own data-parallel ranks with FSDP2 (GPUs only; needs torchrun)."
+    )
+
+
 class LoggingConfig(_Strict):
     eval_every: int = Field(0, ge=0, description="Validate every N steps (0 = only at the end, if data.val is set).")
     checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only at the end).")
@@ -125,6 +168,8 @@ class RunConfig(_Strict):
     cohort: CohortConfig = CohortConfig()
     grpo: GRPOConfig = GRPOConfig()
     logging: LoggingConfig = LoggingConfig()
+    compute: ComputeConfig = ComputeConfig()
+    distributed: DistributedConfig = DistributedConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
@@ -136,6 +181,9 @@ class RunConfig(_Strict):
             raise ValueError("cohort.label_source 'peer' needs at least 2 agents (use 'self' for a single agent)")
         if self.cohort.label_source == "truth" and not self.data.answer_field:
             raise ValueError("cohort.label_source 'truth' needs data.answer_field")
+        if self.cohort.label_source == "ema" and (self.compute.lora is not None or self.distributed.fsdp):
+            # the EMA teacher is a plain copy updated parameter by parameter from the policy
+            raise ValueError("cohort.label_source 'ema' does not work with compute.lora or distributed.fsdp yet")
         return self
 
     def prompt_field(self, agent: AgentConfig) -> str:

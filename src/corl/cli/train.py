@@ -34,13 +34,15 @@ def train(
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
     from corl.data import DataError
-    from corl.distributed import launch
+    from corl.distributed import PeerFailure, launch
 
     try:
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
-    except (DataError, FileNotFoundError) as err:
+    except (DataError, FileNotFoundError, ConfigError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(2) from None
+    except PeerFailure:  # torchrun: the rank has printed which peer failed and written RUN_DIR/failure.json
+        raise typer.Exit(1) from None
     if last is not None:
         console.print(f"done: {run_dir}  (metrics.jsonl, tensorboard/, checkpoints/)")
 

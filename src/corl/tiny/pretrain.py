@@ -228,9 +228,9 @@ def ensure_pretrained(
             shutil.rmtree(final)
         if progress:
             print(f"corl: pretraining tiny family {spec.name!r} ({spec.steps} steps) into {final}", file=sys.stderr)
+        model, tokenizer, stats = pretrain(spec, progress=progress)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
-            model, tokenizer, stats = pretrain(spec, progress=progress)
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             (tmp / "pretrain_stats.json").write_text(json.dumps(stats))
