@@ -65,9 +65,12 @@ def test_char_tokenizer_maps_foreign_characters_to_unk():
     assert len(char_tokenizer("ab")) == 5
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("kind", ["char", "bpe"])
-def test_random_model_save_load_generate(arch, kind, tokenizers, tmp_path, offline):
+# qwen2 model directories always load their tokenizer as Qwen2Tokenizer, so qwen2 pairs with bpe only.
+PAIRINGS = [(a, k) for a in ARCHS for k in ("char", "bpe") if not (a == "qwen2" and k == "char")]
+
+
+@pytest.mark.parametrize(("arch", "kind"), PAIRINGS)
+def test_random_model_save_load_generate(arch, kind, tokenizers, rows, tmp_path, offline):
     tok = tokenizers[kind]
     model = build_random_model(arch, tok, seed=3, **SMALL)
     assert model.config.vocab_size == len(tok)
@@ -80,6 +83,8 @@ def test_random_model_save_load_generate(arch, kind, tokenizers, tmp_path, offli
     tok.save_pretrained(tmp_path)
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager")
     ltok = AutoTokenizer.from_pretrained(tmp_path)
+    texts = [prompt_text(r["problem"]) + r["solution"] for r in rows]
+    assert [ltok.encode(t) for t in texts] == [tok.encode(t) for t in texts]  # whatever class AutoTokenizer picks
     assert type(loaded).__name__ == type(model).__name__
     for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
         assert torch.equal(a, b), name
@@ -89,6 +94,11 @@ def test_random_model_save_load_generate(arch, kind, tokenizers, tmp_path, offli
     enc = ltok(["1+2=?\n", "12*3+4=?\n"], return_tensors="pt", padding=True)
     out = loaded.generate(**enc, do_sample=True, max_new_tokens=5)
     assert out.shape[0] == 2 and out.shape[1] <= enc["input_ids"].shape[1] + 5
+
+
+def test_qwen2_needs_bpe():
+    with pytest.raises(ValueError, match="Qwen2Tokenizer"):
+        dataclasses.replace(FAMILIES["qwen2-bpe"], tokenizer="char")
 
 
 def test_unknown_arch_explains():
@@ -131,7 +141,9 @@ def test_family_save_load_offline(name, tmp_path, offline):
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
     ltok = AutoTokenizer.from_pretrained(tmp_path)
     text = prompt_text("3x+5=20, x=?") + "3x=20-5=15. x=15/3=5. \\boxed{5}"
+    assert ltok.encode(text) == tok.encode(text)
     assert ltok.decode(ltok.encode(text)) == text
+    assert (ltok.pad_token_id, ltok.eos_token_id) == (tok.pad_token_id, tok.eos_token_id)
     assert loaded.config.model_type == spec.arch
 
 
@@ -140,7 +152,7 @@ def _entries(cache_dir) -> list[str]:
 
 
 def _tiny_spec(**kw) -> FamilySpec:
-    base = dict(name="test-tiny", arch="qwen2", tokenizer="char", mixture={"arith": 1.0}, steps=30,
+    base = dict(name="test-tiny", arch="llama", tokenizer="char", mixture={"arith": 1.0}, steps=30,
                 batch_size=8, lr=1e-2, warmup_steps=5, **SMALL)  # fmt: skip
     return FamilySpec(**{**base, **kw})
 
@@ -159,7 +171,7 @@ def test_pretrain_then_cache_hit(tmp_path, offline, monkeypatch):
     assert record["fingerprint"] == spec.fingerprint()
     model = AutoModelForCausalLM.from_pretrained(path)
     tok = AutoTokenizer.from_pretrained(path)
-    assert model.config.model_type == "qwen2" and len(tok) == model.config.vocab_size
+    assert model.config.model_type == "llama" and len(tok) == model.config.vocab_size
 
     def no_training(*args, **kwargs):
         raise AssertionError("cache hit must not retrain")
@@ -182,3 +194,10 @@ def test_cache_dir_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("CORL_CACHE", str(tmp_path))
     spec = _tiny_spec()
     assert pretrain_module.cache_path(spec).parent == tmp_path / "tiny"
+
+
+def test_build_refuses_a_tokenizer_that_reloads_differently(tokenizers, tmp_path):
+    tokenizers["char"].save_pretrained(tmp_path)
+    with pytest.raises(RuntimeError, match="tokenizes .* differently"):
+        pretrain_module._check_reloaded_tokenizer(tmp_path, tokenizers["bpe"], FAMILIES["llama-char"])
+    pretrain_module._check_reloaded_tokenizer(tmp_path, tokenizers["char"], FAMILIES["llama-char"])  # same: fine

@@ -115,6 +115,11 @@ class FamilySpec:
             raise ValueError(f"family {self.name!r}: arch {self.arch!r} is not one of {', '.join(ARCHS)}")
         if self.tokenizer not in TOKENIZER_KINDS:
             raise ValueError(f"family {self.name!r}: tokenizer {self.tokenizer!r} is not one of {TOKENIZER_KINDS}")
+        if self.arch == "qwen2" and self.tokenizer != "bpe":
+            raise ValueError(
+                f"family {self.name!r}: a qwen2 model directory always loads its tokenizer as Qwen2Tokenizer "
+                "(byte-level BPE), which would re-split a char tokenizer's text; use tokenizer='bpe' with qwen2"
+            )
         unknown = set(self.mixture) - set(TYPES)
         if unknown or not any(w > 0 for w in self.mixture.values()):
             raise ValueError(

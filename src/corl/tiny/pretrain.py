@@ -39,7 +39,7 @@ from corl.tiny.families import FamilySpec, build_random_model, get_family
 from corl.tiny.task import TYPES, iter_problems, prompt_text
 from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
-PRETRAIN_VERSION = 1  # bump when this file changes what a spec trains to (invalidates caches)
+PRETRAIN_VERSION = 2  # bump when this file changes what a spec trains to (invalidates caches)
 BPE_CORPUS_ROWS = 4000
 BPE_CORPUS_SEED = 1  # fixed, so seed siblings of a BPE family share its tokenizer
 SPEC_FILE = "corl_family.json"  # written last into a cache entry: its presence marks a complete build
@@ -183,6 +183,21 @@ def cache_path(spec: FamilySpec, cache_dir: str | Path | None = None) -> Path:
     return root / f"{spec.name}-{spec.fingerprint()}-v{PRETRAIN_VERSION}"
 
 
+def _check_reloaded_tokenizer(model_dir: Path, tokenizer: PreTrainedTokenizerBase, spec: FamilySpec) -> None:
+    """Fail loudly if `AutoTokenizer` would load `model_dir` with other ids than the model was trained on."""
+    from transformers import AutoTokenizer
+
+    loaded = AutoTokenizer.from_pretrained(model_dir)
+    for row in islice(iter_problems("validation", 0, spec.difficulty), 50):
+        text = prompt_text(row["problem"]) + row["solution"]
+        if loaded.encode(text, add_special_tokens=False) != tokenizer.encode(text, add_special_tokens=False):
+            raise RuntimeError(
+                f"tiny family {spec.name!r}: AutoTokenizer loads the saved tokenizer as "
+                f"{type(loaded).__name__}, which tokenizes {text!r} differently from training; "
+                "this transformers version needs another arch/tokenizer pairing"
+            )
+
+
 @contextmanager
 def _build_lock(final: Path, progress: bool) -> Iterator[None]:
     """Exclusive lock on one cache entry, so concurrent processes build it once (POSIX; no-op elsewhere)."""
@@ -233,6 +248,7 @@ def ensure_pretrained(
         try:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
+            _check_reloaded_tokenizer(tmp, tokenizer, spec)
             (tmp / "pretrain_stats.json").write_text(json.dumps(stats))
             record = {"spec": asdict(spec), "fingerprint": spec.fingerprint(), "pretrain_version": PRETRAIN_VERSION}
             (tmp / SPEC_FILE).write_text(json.dumps(record, indent=2))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import string
 from collections.abc import Iterable
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
@@ -53,16 +53,31 @@ def char_tokenizer(alphabet: str = DEFAULT_ALPHABET, padding_side: str = "right"
     return _wrap(tok, padding_side)
 
 
+# The pre-tokenizer regex of Qwen2's byte-level BPE (digits split one by one). transformers
+# rebuilds any tokenizer saved next to a qwen2 model as `Qwen2Tokenizer`, which imposes this
+# pre-tokenization on the saved vocab and merges; training the BPE with the same one makes
+# the tokenizer identical whichever class `AutoTokenizer` picks when loading it.
+QWEN2_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+
 def bpe_tokenizer(
     corpus: Iterable[str], vocab_size: int = 384, padding_side: str = "right", min_frequency: int = 2
 ) -> PreTrainedTokenizerFast:
-    """A byte-level BPE (GPT-2 style pre-split, so merges stay within numbers/words) trained on `corpus`.
+    """A byte-level BPE trained on `corpus`, pre-tokenized like Qwen2 (merges never span digits).
 
     Deterministic for a given corpus order. `vocab_size` counts the 256 byte symbols and
     the 3 special tokens, so 384 leaves ~125 merges.
     """
     tok = Tokenizer(models.BPE(unk_token=UNK))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
