@@ -95,7 +95,7 @@ class FamilySpec:
 
     name: str
     arch: str  # "llama" | "qwen2" | "gpt2"
-    tokenizer: str  # "char" | "bpe"
+    tokenizer: str  # "char" | "bpe" (qwen2 needs "bpe": its model dirs load Qwen2Tokenizer)
     mixture: dict[str, float]  # pretraining weights over corl.tiny.task.TYPES
     steps: int  # optimizer steps of pretraining (a count, not a clock: reproducible)
     seed: int = 0  # initialisation and data order
@@ -152,9 +152,9 @@ FAMILIES: dict[str, FamilySpec] = {
             arch="qwen2",
             tokenizer="bpe",
             mixture={"arith": 0.1, "linear": 0.45, "mod": 0.35, "digitsum": 0.1},
-            steps=500,
+            steps=600,
             seed=1,
-            notes="Qwen2-style (2 KV heads), byte-level BPE; leans to linear equations and remainders.",
+            notes="Qwen2-style (2 KV heads), Qwen2-style byte-level BPE; leans to linear equations and remainders.",
         ),
         FamilySpec(
             name="gpt2-char",

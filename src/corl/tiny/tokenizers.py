@@ -1,4 +1,4 @@
-"""Tokenizers for the tiny cohort: a per-character tokenizer and a small byte-level BPE.
+"""Tokenizers for the tiny cohort: a per-character tokenizer and a small byte-level BPE (Qwen2-style split).
 
 Both are ordinary `PreTrainedTokenizerFast` objects (saved as `TokenizersBackend` by
 transformers 5), so `save_pretrained` / `AutoTokenizer.from_pretrained` work offline and
