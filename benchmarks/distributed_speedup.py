@@ -147,7 +147,8 @@ def main() -> None:
         t0 = time.perf_counter()
         models, train = build_models(root)
         print(f"tiny models ready in {time.perf_counter() - t0:.0f} s")
-        print(f"CPU cores: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.2f}")
+        load_before = os.getloadavg()[0]
+        print(f"CPU cores: {os.cpu_count()}; load average before: {load_before:.2f}")
         cohorts = {"mixed": models, "same": {"llama-a": models["llama-char"], "llama-b": models["llama-char"]}}
         rows = []
         for pair in args.pairs.split(","):
@@ -171,6 +172,9 @@ def main() -> None:
             line += f" (vs 1 process x 1 thread: {rest[0]['loop_s'] / two['loop_s']:.2f}x loop)"
         print(line)
     print(f"load average after: {os.getloadavg()[0]:.2f} (other work on the machine skews every figure)")
+    if max(load_before, os.getloadavg()[0]) > 0.5:
+        print("warning: the machine was busy. A process with 2 threads suffers most from that (its threads wait for\n"
+              "each other at every op while another program holds a core): rerun on a quiet machine for the headline.")
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ BPE) are built here with corl.tiny and taught the answer format in a few seconds
 
   A  one process: 2 agents, bf16 autocast + gradient checkpointing, 3 Co-RL steps
   B  torchrun, 1 GPU: FSDP2 (+ bf16 mixed precision, gradient checkpointing), 2 agents on
-     the one rank, 4 steps with a checkpoint at step 2; kill nothing, then resume 2 -> 4
+     the one rank: 2 steps and a checkpoint, then a resume from it to step 4
   C  FSDP2 parity: the same GRPO update with and without FSDP2 (fp32, clipping on)
-  D  LoRA (if peft imports) under FSDP2 + bf16: 2 steps; the saved merged checkpoint loads
-     with from_pretrained and matches the live model
+  D  LoRA (if peft imports) under FSDP2 + bf16: 2 steps; the saved checkpoint (adapters
+     merged into the weights) loads with from_pretrained and differs from the base model
 
 Each check prints one PASS or FAIL line; the exit status is the number of failures.
 """
@@ -136,7 +136,7 @@ def check_fsdp_and_resume(out: Path, models, data) -> None:
     except Exception as err:  # noqa: BLE001 - reported
         why = why or f"checkpoint does not load: {err}"
     report("B FSDP2 + bf16 + checkpointing under torchrun (2 steps, checkpoint)", not why, why or f"{time.perf_counter() - t:.0f} s")
-    resumed = corl("train", "--resume", str(out / "B"), torchrun=True)
+    resumed = corl("train", str(cfg), "--resume", str(out / "B"), torchrun=True)  # cfg: 4 steps; the run's own says 2
     why = resumed.stderr[-2500:] if resumed.returncode else trained(out / "B", 4)
     report("B resume an FSDP2 run from its checkpoint (steps 2-3)", not why, why)
 
@@ -149,7 +149,8 @@ def check_fsdp_parity(out: Path) -> None:
         report("C FSDP2 update equals the unsharded update", False, proc.stdout[-1500:] + proc.stderr[-2500:])
         return
     diff, scale = map(float, line[-1].split()[1:3])
-    report("C FSDP2 update equals the unsharded update", diff <= 1e-4 * max(scale, 1e-3), f"max |delta| diff {diff:.2e}, step size {scale:.2e}")
+    ok = diff <= 1e-4 * max(scale, 1e-3)
+    report("C FSDP2 update equals the unsharded update", ok, f"max |delta| diff {diff:.2e}, step size {scale:.2e}")
 
 
 def parity_worker(out: Path) -> None:
@@ -232,12 +233,14 @@ def main() -> None:
     if not torch.cuda.is_available():
         report("CUDA available", False, f"torch {torch.__version__} sees no GPU")
         sys.exit(1)
-    report("CUDA available", True, f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, bf16 {torch.cuda.is_bf16_supported()}")
+    gpu = torch.cuda.get_device_name(0)
+    report("CUDA available", True, f"torch {torch.__version__}, {gpu}, bf16 {torch.cuda.is_bf16_supported()}")
     t = time.perf_counter()
     models, data = build_models(args.out)
     report("tiny models built", True, f"{time.perf_counter() - t:.0f} s")
-    for check in (lambda: check_bf16_checkpointing(args.out, models, data), lambda: check_fsdp_and_resume(args.out, models, data),
-                  lambda: check_fsdp_parity(args.out), lambda: check_lora(args.out, models, data)):
+    checks = (lambda: check_bf16_checkpointing(args.out, models, data), lambda: check_fsdp_and_resume(args.out, models, data),
+              lambda: check_fsdp_parity(args.out), lambda: check_lora(args.out, models, data))
+    for check in checks:
         try:
             check()
         except Exception:  # noqa: BLE001 - one broken check must not hide the others
