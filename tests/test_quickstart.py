@@ -2,14 +2,16 @@
 
 import json
 
+import yaml
 from typer.testing import CliRunner
 
 from corl.cli import app
+from corl.tracking import read_metrics
 
 
 def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatch):
     monkeypatch.setenv("CORL_CACHE", str(tmp_path / "cache"))
-    result = CliRunner().invoke(app, ["quickstart", "--smoke", "--out", str(tmp_path / "qs"), "--json"])
+    result = CliRunner().invoke(app, ["quickstart", "--smoke", "--out", str(tmp_path / "qs"), "--json", "--min-agreement", "0.25", "--lr", "3e-5"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)  # stdout is the JSON object alone
     assert set(out["methods"]) == {"base", "ttrl", "co-rl", "gt"}
@@ -22,8 +24,14 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     assert kinds == ["models", "seed", "seed"]
     assert all(-1.0 <= p["kappa"] <= 1.0 for p in out["diversity"])
     assert out["wall_time_s"] > 0 and out["claims"]
+    # the options reach every run's `corl train` config, and the curves start at the base model
+    run = tmp_path / "qs" / "seed0" / "co-rl"
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["cohort"]["min_agreement"] == 0.25 and {a["lr"] for a in cfg["agents"]} == {3e-5}
+    assert read_metrics(run, "val")[0]["step"] == -1
     report = (tmp_path / "qs" / "report.md").read_text()
     assert "Table 1" in report and "kappa" in report
+    assert f"Wall time: {out['wall_time_s']} s" in report and "at least 25% of" in report
     assert (tmp_path / "qs" / "dynamics.png").stat().st_size > 0
     assert (tmp_path / "qs" / "peer_signal.png").stat().st_size > 0
     # the pretrained bases are cached: a second build is a cache hit
@@ -32,3 +40,13 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     opts = QuickstartOptions.smoke(tmp_path / "qs2")
     first = build_cohort(opts)
     assert all((path / "config.json").is_file() for path in first.values())
+
+
+def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():
+    from corl.quickstart import predicted_finish
+
+    spent = {"ttrl": 70.0, "co-rl": 55.0}
+    assert predicted_finish("gt", spent, 500.0) == 570.0  # each agent alone, like TTRL
+    assert predicted_finish("rent", spent, 10.0) == 80.0
+    assert predicted_finish("co-rl-same-family", spent, 500.0) == 555.0  # the cohort together, like Co-RL
+    assert predicted_finish("gt", {}, 42.0) == 42.0  # nothing measured: run it

@@ -326,6 +326,8 @@ class CohortTrainer:
         cfg = self.cfg
         last: dict[str, float] = {}
         try:
+            if cfg.logging.eval_on_start and self.start_step == 0:
+                self._log(-1, self.validate(), kind="val")
             for step in range(self.start_step, cfg.cohort.steps):
                 last = self.step(step)
                 self._log(step, last)

@@ -153,6 +153,7 @@ class DistributedConfig(_Strict):
 
 class LoggingConfig(_Strict):
     eval_every: int = Field(0, ge=0, description="Validate every N steps (0 = only at the end, if data.val is set).")
+    eval_on_start: bool = Field(False, description="Also validate before the first step (logged at step -1): curves start at the base model.")
     checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     tensorboard: bool = True
     progress: bool = True

@@ -89,7 +89,7 @@ class HFGenerateEngine:
             do_sample=not greedy,
             temperature=None if greedy else params.temperature,
             top_p=None if greedy else params.top_p,
-            top_k=0,  # no hidden top-k (the library default is 50): sample the policy itself
+            top_k=None if greedy else 0,  # no hidden top-k when sampling (the library default is 50)
             max_new_tokens=params.max_new_tokens,
             eos_token_id=self.eos_ids,
             pad_token_id=tok.pad_token_id,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -14,8 +16,13 @@ def quickstart(
                                 "co-rewarding-ii, co-rl-same-family."),
     families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.tiny.families)."),
     seeds: int = typer.Option(1, min=1, help="Repeat the RL runs with N seeds; report mean ± std."),
-    steps: int = typer.Option(40, min=1, help="RL steps of every method (equal budgets)."),
-    budget_minutes: float = typer.Option(10.0, help="Optional methods beyond base/ttrl/co-rl are skipped past 80% of it."),
+    # None = the default of corl.quickstart.QuickstartOptions (not imported here: it loads torch).
+    steps: Optional[int] = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 25."),
+    lr: Optional[float] = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 5e-5."),
+    min_agreement: Optional[float] = typer.Option(None, min=0.0, max=1.0,
+                                                  help="Share of the K votes a voting method's label needs (0 = plain "
+                                                  "majority). Default: 0.6."),
+    budget_minutes: float = typer.Option(10.0, help="Wall-time budget: methods beyond base/ttrl/co-rl run only if predicted to finish within it."),
     smoke: bool = typer.Option(False, help="A few steps of every stage (CI): checks the plumbing, not the result."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with every measured number, nothing else."),
 ) -> None:
@@ -28,7 +35,9 @@ def quickstart(
     from corl.quickstart import METHODS, QuickstartOptions, run_quickstart
 
     console = Console(stderr=True)
-    opts = QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out, steps=steps)
+    chosen = {k: v for k, v in {"steps": steps, "lr": lr, "min_agreement": min_agreement}.items() if v is not None}
+    opts = QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out)
+    opts = dataclasses.replace(opts, **chosen)
     opts.methods = tuple(m.strip() for m in methods.split(",") if m.strip())
     opts.families = tuple(f.strip() for f in families.split(",") if f.strip())
     opts.seeds = seeds
