@@ -50,3 +50,20 @@ def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():
     assert predicted_finish("rent", spent, 10.0) == 80.0
     assert predicted_finish("co-rl-same-family", spent, 500.0) == 555.0  # the cohort together, like Co-RL
     assert predicted_finish("gt", {}, 42.0) == 42.0  # nothing measured: run it
+
+
+def test_seeds_are_reported_as_mean_and_population_std(tmp_path):
+    from corl.quickstart import QuickstartOptions, summarize
+    from corl.report import results_table
+
+    def entry(acc, arith):
+        return {"greedy": acc, "avg@4": acc / 2, "greedy_by_type": {"arith": arith}, "mean_length": 10.0}
+
+    base = {"a": entry(0.3, 0.2)}
+    per_seed = [{"base": base, "gt": {"a": entry(0.4, 0.1)}}, {"base": base, "gt": {"a": entry(0.6, 0.5)}}]
+    out = summarize(QuickstartOptions(out=tmp_path, seeds=2), {"a": tmp_path}, [], per_seed, [], 1.0, 2.0)
+    gt = out["methods"]["gt"]["a"]
+    assert gt["greedy"]["mean"] == 0.5 and abs(gt["greedy"]["std"] - 0.1) < 1e-12  # pstdev of 0.4, 0.6
+    assert gt["greedy_by_type"]["arith"]["mean"] == 0.3 and abs(gt["greedy_by_type"]["arith"]["std"] - 0.2) < 1e-12
+    assert out["methods"]["base"]["a"]["greedy"] == {"mean": 0.3, "std": 0.0}
+    assert "| gt | a | 30.0 ± 20.0 | **50.0 ± 10.0** | 25.0 ± 5.0 |" in results_table(out)

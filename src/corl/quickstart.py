@@ -69,12 +69,12 @@ class QuickstartOptions:
     steps: int = 25
     prompts_per_step: int = 16
     samples_per_prompt: int = 8
-    # Chosen on the validation split (GT-Reward, TTRL and Co-RL at 2e-4, 1e-4, 5e-5; README
-    # "Quickstart"): 1e-4 and above lowered validation accuracy even with the true reward.
+    # Chosen on the validation split (GT-Reward, TTRL and Co-RL at 2e-4, 1e-4, 5e-5; README,
+    # "The embedded default, measured"): 1e-4 and above lowered it even with the true reward.
     lr: float = 5e-5
     # A voting method's label needs >= 5 of 8 votes (TTRL, Co-RL and Co-rewarding-II alike):
     # the tiny bases' plain majority is wrong on ~60% of test problems, but right on 64-72%
-    # of those where >= 6 of 8 samples agree (measured before training; README "Quickstart").
+    # of those where >= 6 of 8 samples agree (measured before training; same README section).
     min_agreement: float = 0.6
     max_new_tokens: int = 56
     train_size: int = 2000
