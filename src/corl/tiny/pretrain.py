@@ -2,7 +2,7 @@
 
 Usage:
     from corl.tiny.pretrain import ensure_pretrained
-    model_dir = ensure_pretrained("llama-char")   # built once (~1-2 min on 2 CPU cores), then cached
+    model_dir = ensure_pretrained("llama-char")   # built once (~3 min on 2 CPU cores), then cached
     # model_dir holds save_pretrained model + tokenizer, loadable offline with
     # AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager")
 
