@@ -19,10 +19,12 @@ measured, whatever they are.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -166,7 +168,7 @@ def run_config(method: str, spec: Method, agents: list[tuple[str, Path, int]], o
         "cohort": {"label_source": spec.label_source, "reward": spec.reward, "steps": opts.steps, "seed": seed,
                    "prompts_per_step": opts.prompts_per_step, "samples_per_prompt": opts.samples_per_prompt,
                    "max_new_tokens": opts.max_new_tokens, "min_agreement": opts.min_agreement},
-        "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": False},
+        "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": opts.progress},
     }
 
 
@@ -186,7 +188,8 @@ def train_method(method: str, cohort: dict[str, Path], opts: QuickstartOptions, 
         cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir), f"quickstart {method}")
         trainer = CohortTrainer(cfg, run_dir)
         t0 = time.perf_counter()
-        trainer.train()
+        with _step_bar(trainer, opts) as on_step:
+            trainer.train(on_step=on_step)
         seconds = time.perf_counter() - t0
         say(f"  {method:<18} {'+'.join(n for n, _, _ in group):<24} {opts.steps} steps in {seconds:5.1f}s")
         for agent in trainer.agents.values():
@@ -257,6 +260,20 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
     results["report"] = str(write_report(results, opts.out))
     (opts.out / "results.json").write_text(json.dumps(results, indent=1))
     return results
+
+
+@contextlib.contextmanager
+def _step_bar(trainer: CohortTrainer, opts: QuickstartOptions):
+    """A live bar of the run's steps and rewards on a terminal (`corl train`'s); nothing in logs or CI."""
+    if not (opts.progress and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.console import Console
+
+    from corl.cli.progress import StepProgress
+
+    with StepProgress(trainer, Console(stderr=True)) as bar:
+        yield bar
 
 
 def predicted_finish(method: str, spent: dict[str, float], elapsed: float) -> float:
