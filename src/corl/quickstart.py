@@ -255,7 +255,7 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
     results["base_eval_seconds"] = round(t_base, 1)
     from corl.report import write_report
 
-    # The report states the wall time; what is left after it (one file write) is milliseconds.
+    # The report states the wall time; what comes after (two plots, two files) takes about a second.
     results["wall_time_s"] = round(time.perf_counter() - start, 1)
     results["report"] = str(write_report(results, opts.out))
     (opts.out / "results.json").write_text(json.dumps(results, indent=1))
