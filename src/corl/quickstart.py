@@ -152,7 +152,7 @@ def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[
             rows.append(pair_stats(a, b, ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"]).as_dict())
     for a in names:
         ea, eb = base_evals[a], resampled[a]
-        rows.append(pair_stats(a, f"{a} (seed 2)", ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"],
+        rows.append(pair_stats(a, f"{a} (2nd sample)", ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"],
                                kind="seed").as_dict())
     return rows
 

@@ -146,7 +146,9 @@ def write_report(results: dict, out: Path) -> Path:
         "## Error decoupling before RL (the paper's Tables 6-7)",
         "",
         "kappa: Cohen's kappa on correctness; c: exactly one correct; w: both wrong with the same answer; u: at least one correct. "
-        "'seed' compares a model with a second sample of itself.",
+        "'seed' pairs a model with a second T=1 sample of itself (same weights, another sampling seed): the stand-in "
+        "for a seed-only peer, since a separately pretrained seed sibling would cost another pretraining "
+        "(`corl diversity --models tiny:llama-char tiny:llama-char-seed1 ...` compares those).",
         "",
         diversity_table(results["diversity"]),
         "",
