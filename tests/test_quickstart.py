@@ -1,6 +1,7 @@
 """The embedded default, reduced to a few steps of every stage (the CI smoke test)."""
 
 import json
+import re
 
 import yaml
 from typer.testing import CliRunner
@@ -67,3 +68,13 @@ def test_seeds_are_reported_as_mean_and_population_std(tmp_path):
     assert gt["greedy_by_type"]["arith"]["mean"] == 0.3 and abs(gt["greedy_by_type"]["arith"]["std"] - 0.2) < 1e-12
     assert out["methods"]["base"]["a"]["greedy"] == {"mean": 0.3, "std": 0.0}
     assert "| gt | a | 30.0 ± 20.0 | **50.0 ± 10.0** | 25.0 ± 5.0 |" in results_table(out)
+
+
+def test_help_states_the_library_defaults():
+    # The CLI does not import corl.quickstart (torch) to build its help, so it repeats the defaults.
+    from corl.quickstart import QuickstartOptions
+
+    text = " ".join(CliRunner().invoke(app, ["quickstart", "--help"]).output.replace("│", " ").split())  # unwrap rich's box
+    stated = dict(re.findall(r"--(steps|lr|min-agreement) .*? Default: ([0-9.e-]+?)\.? ", text))
+    o = QuickstartOptions()
+    assert {k: float(v) for k, v in stated.items()} == {"steps": o.steps, "lr": o.lr, "min-agreement": o.min_agreement}

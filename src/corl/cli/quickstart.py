@@ -36,12 +36,14 @@ def quickstart(
 
     console = Console(stderr=True)
     chosen = {k: v for k, v in {"steps": steps, "lr": lr, "min_agreement": min_agreement}.items() if v is not None}
-    opts = QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out)
-    opts = dataclasses.replace(opts, **chosen)
-    opts.methods = tuple(m.strip() for m in methods.split(",") if m.strip())
-    opts.families = tuple(f.strip() for f in families.split(",") if f.strip())
-    opts.seeds = seeds
-    opts.budget_s = budget_minutes * 60
+    opts = dataclasses.replace(
+        QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out),
+        methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
+        families=tuple(f.strip() for f in families.split(",") if f.strip()),
+        seeds=seeds,
+        budget_s=budget_minutes * 60,
+        **chosen,
+    )
     unknown = [m for m in opts.methods if m not in METHODS]
     if unknown:
         console.print(f"[red]error:[/red] unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
