@@ -44,6 +44,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 def load_golds(n: int, seed: int) -> list[tuple[str, str]]:
     """(source, gold): all of MATH-500, then MATH test and GSM8K test samples."""
+
     def read(path: str) -> list[str]:
         return [json.loads(line)["answer"] for line in (DATA / path).read_text().splitlines()]
 
@@ -133,7 +134,9 @@ def p_thin_spaces(g, r):
     if "," in g and "\\!" not in g and not re.fullmatch(r"-?\d{1,3}(,\d{3})+", g):
         return g.replace(",", r.choice([",\\,", ",\\;", ", \\ ", ",\\quad "]))
     if re.search(r"\d\s*\\(pi|sqrt)", g):
-        return re.sub(r"(\d)\s*\\(pi|sqrt)", lambda m: m.group(1) + r.choice(["\\,", "\\!", "\\ "]) + "\\" + m.group(2), g, count=1)
+        return re.sub(
+            r"(\d)\s*\\(pi|sqrt)", lambda m: m.group(1) + r.choice(["\\,", "\\!", "\\ "]) + "\\" + m.group(2), g, count=1
+        )
     return None
 
 
@@ -187,8 +190,13 @@ def p_number_form(g, r):
     dec = terminating(v)
     if dec is not None and r.random() < 0.6:
         return dec
-    return r.choice([f"{v.numerator}/{v.denominator}", latex_frac(v, "\\dfrac"),
-                     f"\\frac{{{v.numerator}}}{{{v.denominator}}}" if v < 0 else latex_frac(v)])
+    return r.choice(
+        [
+            f"{v.numerator}/{v.denominator}",
+            latex_frac(v, "\\dfrac"),
+            f"\\frac{{{v.numerator}}}{{{v.denominator}}}" if v < 0 else latex_frac(v),
+        ]
+    )
 
 
 def p_mixed(g, r):
@@ -219,8 +227,19 @@ def p_var_strip(g, r):
     return None
 
 
-UNITS = ["\\text{ cm}", "\\text{ units}", "\\mbox{ inches}", "\\text{ square units}", " \\text{cm}^2",
-         "\\text{ dollars}", " \\text{meters}", "\\text{ feet}", " cm", " units", " degrees"]
+UNITS = [
+    "\\text{ cm}",
+    "\\text{ units}",
+    "\\mbox{ inches}",
+    "\\text{ square units}",
+    " \\text{cm}^2",
+    "\\text{ dollars}",
+    " \\text{meters}",
+    "\\text{ feet}",
+    " cm",
+    " units",
+    " degrees",
+]
 
 
 def p_units(g, r):
@@ -383,7 +402,12 @@ def p_matrix_style(g, r):
 def p_neg_frac(g, r):
     m = re.match(r"^-\\[dt]?frac\{([^{}]+)\}\{([^{}]+)\}$", g)
     if m:
-        return r.choice([f"\\frac{{-{m.group(1)}}}{{{m.group(2)}}}", f"-{m.group(1)}/{m.group(2)}" if m.group(1).isdigit() else f"\\frac{{-{m.group(1)}}}{{{m.group(2)}}}"])
+        return r.choice(
+            [
+                f"\\frac{{-{m.group(1)}}}{{{m.group(2)}}}",
+                f"-{m.group(1)}/{m.group(2)}" if m.group(1).isdigit() else f"\\frac{{-{m.group(1)}}}{{{m.group(2)}}}",
+            ]
+        )
     return None
 
 
@@ -394,8 +418,13 @@ def p_sqrt_frac(g, r):
         return r.choice([f"\\frac{{1}}{{{m.group(2)}}}\\sqrt{{{m.group(1)}}}", f"\\sqrt{{{m.group(1)}}}/{m.group(2)}"])
     m = re.match(r"^(\d+)\s*\\sqrt\{(\d+)\}$", g)
     if m:
-        return r.choice([f"\\sqrt{{{m.group(2)}}} \\cdot {m.group(1)}", f"{m.group(1)} \\times \\sqrt{{{m.group(2)}}}",
-                         f"\\sqrt{{{int(m.group(1)) ** 2 * int(m.group(2))}}}"])
+        return r.choice(
+            [
+                f"\\sqrt{{{m.group(2)}}} \\cdot {m.group(1)}",
+                f"{m.group(1)} \\times \\sqrt{{{m.group(2)}}}",
+                f"\\sqrt{{{int(m.group(1)) ** 2 * int(m.group(2))}}}",
+            ]
+        )
     m = re.match(r"^(\d+)\s*\\pi$", g)
     if m:
         return r.choice([f"\\pi \\cdot {m.group(1)}", f"{m.group(1)}\\cdot\\pi"])
@@ -445,7 +474,7 @@ def top_terms(g: str) -> list[str] | None:
     if g.endswith(".") or any(t in g for t in (",", "=", "\\begin", "\\pm", "\\cup", "\\text")):
         return None
     terms, depth, cur = [], 0, ""
-    for i, c in enumerate(g):
+    for c in g:
         if c in "{([":
             depth += 1
         elif c in "})]":
@@ -492,11 +521,42 @@ def p_degree_word(g, r):
     return (m.group(1) + r.choice([" degrees", "\\text{ degrees}", "\\degree"])) if m else None
 
 
-POSITIVES = [p_dollars, p_boxed, p_spaces, p_thin_spaces, p_left_right, p_dfrac, p_frac_short, p_sqrt_brace,
-             p_number_form, p_mixed, p_var_prefix, p_var_strip, p_units, p_degrees, p_percent, p_percent_value,
-             p_thousands, p_currency, p_choice, p_text, p_base, p_set_order, p_pm, p_commute, p_matrix_style,
-             p_neg_frac, p_sqrt_frac, p_slash, p_decimal_inside, p_interval_as_inequality, p_reorder_terms,
-             p_factor_order, p_sci, p_degree_word]
+POSITIVES = [
+    p_dollars,
+    p_boxed,
+    p_spaces,
+    p_thin_spaces,
+    p_left_right,
+    p_dfrac,
+    p_frac_short,
+    p_sqrt_brace,
+    p_number_form,
+    p_mixed,
+    p_var_prefix,
+    p_var_strip,
+    p_units,
+    p_degrees,
+    p_percent,
+    p_percent_value,
+    p_thousands,
+    p_currency,
+    p_choice,
+    p_text,
+    p_base,
+    p_set_order,
+    p_pm,
+    p_commute,
+    p_matrix_style,
+    p_neg_frac,
+    p_sqrt_frac,
+    p_slash,
+    p_decimal_inside,
+    p_interval_as_inequality,
+    p_reorder_terms,
+    p_factor_order,
+    p_sci,
+    p_degree_word,
+]
 
 # ---------------------------------------------------------------------------------
 # Negative perturbations: f(gold, rng, pool) -> str | None
@@ -508,8 +568,11 @@ def n_off_by_one(g, r, pool):
     if BASE.match(g) or CHOICE.match(g) or TEXT.match(g):
         return None
     units = "\\text" in g or "\\mbox" in g  # "inches^2" -> "inches^3" changes the unit only
-    spots = [m for m in re.finditer(r"\d+", g)
-             if not re.search(r"_\{?$", g[: m.start()]) and not (units and re.search(r"\^\{?$", g[: m.start()]))]
+    spots = [
+        m
+        for m in re.finditer(r"\d+", g)
+        if not re.search(r"_\{?$", g[: m.start()]) and not (units and re.search(r"\^\{?$", g[: m.start()]))
+    ]
     if not spots:
         return None
     m = r.choice(spots)
@@ -668,17 +731,34 @@ def n_percent_shift(g, r, pool):
     return terminating(Fraction(m.group(1)) * 10) if m else None
 
 
-NEGATIVES = [n_off_by_one, n_off_by_one, n_drop_sign, n_bracket, n_base, n_tuple_swap, n_drop_element, n_choice,
-             n_text, n_op_flip, n_reciprocal, n_drop_factor, n_decimal_shift, n_other_gold, n_one_root,
-             n_percent_shift]
+NEGATIVES = [
+    n_off_by_one,
+    n_off_by_one,
+    n_drop_sign,
+    n_bracket,
+    n_base,
+    n_tuple_swap,
+    n_drop_element,
+    n_choice,
+    n_text,
+    n_op_flip,
+    n_reciprocal,
+    n_drop_factor,
+    n_decimal_shift,
+    n_other_gold,
+    n_one_root,
+    n_percent_shift,
+]
 
 # ---------------------------------------------------------------------------------
 # Extraction cases: (name, completion, expected)
 # ---------------------------------------------------------------------------------
 
-LEADS = ["Let me work through this step by step.\nWe have $x + 1 = 4$, so $x = 3$ and $2x = 6$.\n",
-         "First, note that 12 divided by 4 is 3. Then 3 times 7 is 21.\n\n",
-         "Using the formula $\\frac{n(n+1)}{2}$ with $n = 10$ gives 55; subtract 5.\n"]
+LEADS = [
+    "Let me work through this step by step.\nWe have $x + 1 = 4$, so $x = 3$ and $2x = 6$.\n",
+    "First, note that 12 divided by 4 is 3. Then 3 times 7 is 21.\n\n",
+    "Using the formula $\\frac{n(n+1)}{2}$ with $n = 10$ gives 55; subtract 5.\n",
+]
 
 
 def extraction_cases(gold: str, r: random.Random, pool: list[str]) -> list[tuple[str, str, str | None]]:
@@ -690,7 +770,11 @@ def extraction_cases(gold: str, r: random.Random, pool: list[str]) -> list[tuple
         ("boxed_display", lead + f"\\[\n\\boxed{{{gold}}}\n\\]", gold),
         ("boxed_space", lead + f"So we get $\\boxed {{ {gold} }}$", gold),
         ("fbox", lead + f"Final: $\\fbox{{{gold}}}$", gold),
-        ("last_box", lead + f"At first I thought $\\boxed{{{other}}}$, but checking again,\nthe answer is $\\boxed{{{gold}}}$.", gold),
+        (
+            "last_box",
+            lead + f"At first I thought $\\boxed{{{other}}}$, but checking again,\nthe answer is $\\boxed{{{gold}}}$.",
+            gold,
+        ),
         ("final_answer", lead + f"The final answer is ${gold}$.", gold),
         ("minerva", lead + f"Final Answer: The final answer is ${gold}$. I hope it is correct.", gold),
         ("unclosed_box", lead + f"so the answer is $\\boxed{{{gold}", None),
@@ -772,7 +856,7 @@ def main() -> None:
             errors["false positive" if got else "false negative"].append((var, pred, gold))
 
     key_times = []
-    for _, pred, gold, _ in pairs[:3000]:
+    for _, pred, _gold, _ in pairs[:3000]:
         t = time.perf_counter()
         answer_key(pred + " ")  # a fresh string: the key cache does not help
         key_times.append(time.perf_counter() - t)
@@ -795,12 +879,15 @@ def main() -> None:
     print(f"  accuracy        {1 - (fp + fn) / len(pairs):.4f}")
     print(f"  false positives {fp}/{n_neg} = {fp / max(1, n_neg):.4f}")
     print(f"  false negatives {fn}/{n_pos} = {fn / max(1, n_pos):.4f}")
-    print(f"  time per call   mean {1e3 * sum(times) / len(times):.3f} ms, p50 {1e3 * percentile(times, .5):.3f} ms, "
-          f"p99 {1e3 * percentile(times, .99):.3f} ms, max {1e3 * max(times):.1f} ms")
+    print(
+        f"  time per call   mean {1e3 * sum(times) / len(times):.3f} ms, p50 {1e3 * percentile(times, 0.5):.3f} ms, "
+        f"p99 {1e3 * percentile(times, 0.99):.3f} ms, max {1e3 * max(times):.1f} ms"
+    )
     print(f"  math-verify worker asked on {worker_calls['n']} scalar pairs ({worker_calls['n'] / len(pairs):.2%} of calls)")
-    print(f"answer_key: mean {1e6 * sum(key_times) / len(key_times):.1f} us, p99 {1e6 * percentile(key_times, .99):.1f} us")
-    print(f"extraction: {len(cases)} cases, accuracy {ext_ok / len(cases):.4f}, "
-          f"mean {1e6 * sum(ext_times) / len(ext_times):.1f} us")
+    print(f"answer_key: mean {1e6 * sum(key_times) / len(key_times):.1f} us, p99 {1e6 * percentile(key_times, 0.99):.1f} us")
+    print(
+        f"extraction: {len(cases)} cases, accuracy {ext_ok / len(cases):.4f}, mean {1e6 * sum(ext_times) / len(ext_times):.1f} us"
+    )
     print("per variation (errors/total):")
     for name, c in sorted(by_var.items()):
         print(f"  {name:20} {c['err']:4d}/{c['ok'] + c['err']}")

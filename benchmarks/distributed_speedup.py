@@ -59,8 +59,9 @@ def build_models(root: Path, sft_steps: int = 40) -> tuple[dict[str, Path], Path
     train = write_jsonl(rows, root / "train.jsonl")
     texts = [r["problem"] + "\n" + r["solution"] for r in rows]
     models = {}
-    for i, (name, arch, tok) in enumerate((("llama-char", "llama", char_tokenizer()),
-                                           ("qwen2-bpe", "qwen2", bpe_tokenizer(texts, vocab_size=300)))):
+    for i, (name, arch, tok) in enumerate(
+        (("llama-char", "llama", char_tokenizer()), ("qwen2-bpe", "qwen2", bpe_tokenizer(texts, vocab_size=300)))
+    ):
         models[name] = root / name
         if (root / name / "config.json").is_file():
             continue
@@ -68,7 +69,9 @@ def build_models(root: Path, sft_steps: int = 40) -> tuple[dict[str, Path], Path
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
         rng = random.Random(i)
         for _ in range(sft_steps):
-            enc = tok([t + tok.eos_token for t in rng.sample(texts, 16)], return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = tok(
+                [t + tok.eos_token for t in rng.sample(texts, 16)], return_tensors="pt", padding=True, add_special_tokens=False
+            )
             loss = model(**enc, labels=enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)).loss
             opt.zero_grad()
             loss.backward()
@@ -153,7 +156,9 @@ def main() -> None:
         rows = []
         for pair in args.pairs.split(","):
             cfg_path = root / f"{pair}.yaml"
-            cfg_path.write_text(yaml.safe_dump(config(cohorts[pair], train, args.steps, args.prompts, args.k, args.max_new_tokens)))
+            cfg_path.write_text(
+                yaml.safe_dump(config(cohorts[pair], train, args.steps, args.prompts, args.k, args.max_new_tokens))
+            )
             ways = [("1 process x 2 threads", 1, 2), ("2 processes x 1 thread", 2, 1)]
             ways += [] if args.no_one_thread else [("1 process x 1 thread", 1, 1)]
             rows += [{"pair": pair, **run(f"{pair} {label}", cfg_path, root, n, t)} for label, n, t in ways]
@@ -166,15 +171,19 @@ def main() -> None:
     print()
     for pair in dict.fromkeys(r["pair"] for r in rows):
         one, two, *rest = [r for r in rows if r["pair"] == pair]
-        line = (f"{pair}: 2 processes vs 1 process on the same 2 cores: {one['loop_s'] / two['loop_s']:.2f}x training loop, "
-                f"{one['total_s'] / two['total_s']:.2f}x whole command")
+        line = (
+            f"{pair}: 2 processes vs 1 process on the same 2 cores: {one['loop_s'] / two['loop_s']:.2f}x training loop, "
+            f"{one['total_s'] / two['total_s']:.2f}x whole command"
+        )
         if rest:
             line += f" (vs 1 process x 1 thread: {rest[0]['loop_s'] / two['loop_s']:.2f}x loop)"
         print(line)
     print(f"load average after: {os.getloadavg()[0]:.2f} (other work on the machine skews every figure)")
     if max(load_before, os.getloadavg()[0]) > 0.5:
-        print("warning: the machine was busy. A process with 2 threads suffers most from that (its threads wait for\n"
-              "each other at every op while another program holds a core): rerun on a quiet machine for the headline.")
+        print(
+            "warning: the machine was busy. A process with 2 threads suffers most from that (its threads wait for\n"
+            "each other at every op while another program holds a core): rerun on a quiet machine for the headline."
+        )
 
 
 if __name__ == "__main__":

@@ -33,19 +33,24 @@ def main() -> None:
         if not args.warm:
             env["CORL_CACHE"] = str(Path(tmp) / "cache")
         out = args.keep or Path(tmp) / "run"
-        print(f"CPU cores: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.2f}; "
-              f"cache: {'user cache' if args.warm else 'empty (first run)'}")
+        print(
+            f"CPU cores: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.2f}; "
+            f"cache: {'user cache' if args.warm else 'empty (first run)'}"
+        )
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "corl", "quickstart", "--json", "--out", str(out)],
-                              env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "corl", "quickstart", "--json", "--out", str(out)], env=env, capture_output=True, text=True
+        )
         wall = time.perf_counter() - t0
         if proc.returncode:
             sys.exit(f"corl quickstart failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         results = json.loads(proc.stdout)
 
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    print(f"\nprocess wall time {wall:.0f} s = {wall / BUDGET_S:.2f} x the {BUDGET_S:.0f} s budget "
-          f"(inside the run: {results['wall_time_s']:.0f} s; the rest is Python/torch start-up)")
+    print(
+        f"\nprocess wall time {wall:.0f} s = {wall / BUDGET_S:.2f} x the {BUDGET_S:.0f} s budget "
+        f"(inside the run: {results['wall_time_s']:.0f} s; the rest is Python/torch start-up)"
+    )
     print(f"  cohort (pretraining or cache load): {results['cohort_seconds']:7.1f} s")
     print(f"  base models, decoupling:            {results['base_eval_seconds']:7.1f} s")
     for method, agents in results["methods"].items():

@@ -46,13 +46,16 @@ def build_models(out: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     from corl.tiny.task import make_split, write_jsonl
     from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
-    data = {"train": write_jsonl(make_split("train", 64, seed=0), out / "train.jsonl"),
-            "test": write_jsonl(make_split("test", 16, seed=0), out / "test.jsonl")}
+    data = {
+        "train": write_jsonl(make_split("train", 64, seed=0), out / "train.jsonl"),
+        "test": write_jsonl(make_split("test", 16, seed=0), out / "test.jsonl"),
+    }
     problems = [json.loads(line)["problem"] for line in data["train"].read_text().splitlines()]
     corpus = [p + "\n\\boxed{" + str(i % 10) + "}" for i, p in enumerate(problems * 4)]
     models = {}
-    for i, (name, arch, tok) in enumerate((("llama-char", "llama", char_tokenizer()),
-                                           ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300)))):
+    for i, (name, arch, tok) in enumerate(
+        (("llama-char", "llama", char_tokenizer()), ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300)))
+    ):
         model = build_random_model(arch, tok, hidden=128, layers=4, heads=4, ffn=256, seed=i).cuda()
         rng = random.Random(i)
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -74,9 +77,17 @@ def config(out: Path, models: dict, data: dict, run: str, **sections) -> Path:
     raw = {
         "output_dir": str(out / run),
         "device": "cuda",
-        "agents": [{"name": "llama", "model": str(models["llama-char"]), "lr": 1e-3},
-                   {"name": "qwen", "model": str(models["qwen2-bpe"]), "lr": 1e-3}],
-        "data": {"train": str(data["train"]), "val": str(data["test"]), "val_size": 8, "template": "{problem}\n", "instruction": ""},
+        "agents": [
+            {"name": "llama", "model": str(models["llama-char"]), "lr": 1e-3},
+            {"name": "qwen", "model": str(models["qwen2-bpe"]), "lr": 1e-3},
+        ],
+        "data": {
+            "train": str(data["train"]),
+            "val": str(data["test"]),
+            "val_size": 8,
+            "template": "{problem}\n",
+            "instruction": "",
+        },
         "cohort": {"steps": 3, "prompts_per_step": 8, "samples_per_prompt": 8, "max_new_tokens": 16, "seed": 0},
         "logging": {"tensorboard": False, "progress": False},
     }
@@ -88,9 +99,16 @@ def config(out: Path, models: dict, data: dict, run: str, **sections) -> Path:
 
 
 def corl(*args: str, torchrun: bool = False, timeout: int = 240) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"] if torchrun else [sys.executable]
-    return subprocess.run([*launcher, "-m", "corl", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"] if torchrun else [sys.executable]
+    )
+    return subprocess.run(
+        [*launcher, "-m", "corl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def trained(run: Path, steps: int, names=("llama", "qwen")) -> str:
@@ -105,8 +123,16 @@ def trained(run: Path, steps: int, names=("llama", "qwen")) -> str:
     for name in names:
         if not sum(r[f"{name}/optimizer_steps"] for r in records):
             return f"{name} made no optimizer step"
-        bad = [k for r in records for k, v in r.items() if k.startswith(name) and isinstance(v, float) and not math.isfinite(v)
-               and "normalized" not in k and "accuracy" not in k]
+        bad = [
+            k
+            for r in records
+            for k, v in r.items()
+            if k.startswith(name)
+            and isinstance(v, float)
+            and not math.isfinite(v)
+            and "normalized" not in k
+            and "accuracy" not in k
+        ]
         if bad:
             return f"non-finite metrics: {bad[:3]}"
     return ""
@@ -121,8 +147,16 @@ def check_bf16_checkpointing(out: Path, models, data) -> None:
 
 
 def check_fsdp_and_resume(out: Path, models, data) -> None:
-    cfg = config(out, models, data, "B", cohort={"steps": 4}, logging={"checkpoint_every": 2},
-                 compute={"bf16": True, "gradient_checkpointing": True}, distributed={"fsdp": True, "timeout_s": 120})
+    cfg = config(
+        out,
+        models,
+        data,
+        "B",
+        cohort={"steps": 4},
+        logging={"checkpoint_every": 2},
+        compute={"bf16": True, "gradient_checkpointing": True},
+        distributed={"fsdp": True, "timeout_s": 120},
+    )
     t = time.perf_counter()
     first = corl("train", str(cfg), "--set", "cohort.steps=2", torchrun=True)
     if first.returncode:
@@ -135,15 +169,32 @@ def check_fsdp_and_resume(out: Path, models, data) -> None:
         AutoModelForCausalLM.from_pretrained(out / "B" / "checkpoints" / "step_000002" / "llama")
     except Exception as err:  # noqa: BLE001 - reported
         why = why or f"checkpoint does not load: {err}"
-    report("B FSDP2 + bf16 + checkpointing under torchrun (2 steps, checkpoint)", not why, why or f"{time.perf_counter() - t:.0f} s")
+    report(
+        "B FSDP2 + bf16 + checkpointing under torchrun (2 steps, checkpoint)", not why, why or f"{time.perf_counter() - t:.0f} s"
+    )
     resumed = corl("train", str(cfg), "--resume", str(out / "B"), torchrun=True)  # cfg: 4 steps; the run's own says 2
     why = resumed.stderr[-2500:] if resumed.returncode else trained(out / "B", 4)
     report("B resume an FSDP2 run from its checkpoint (steps 2-3)", not why, why)
 
 
 def check_fsdp_parity(out: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", __file__,
-                           "--parity-worker", "--out", str(out)], capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "1",
+            __file__,
+            "--parity-worker",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     line = [x for x in proc.stdout.splitlines() if x.startswith("PARITY ")]
     if proc.returncode or not line:
         report("C FSDP2 update equals the unsharded update", False, proc.stdout[-1500:] + proc.stderr[-2500:])
@@ -182,7 +233,9 @@ def parity_worker(out: Path) -> None:
         return a
 
     def flat(model):
-        return torch.cat([(p.full_tensor() if isinstance(p, DTensor) else p).detach().float().flatten() for p in model.parameters()])
+        return torch.cat(
+            [(p.full_tensor() if isinstance(p, DTensor) else p).detach().float().flatten() for p in model.parameters()]
+        )
 
     plain = agent()
     sharded = agent(DataParallel(group=mesh.get_group(), ranks=(0,), rank=0, mesh=mesh, device=torch.device("cuda")))
@@ -204,12 +257,18 @@ def check_lora(out: Path, models, data) -> None:
     except ModuleNotFoundError:
         report("D LoRA", True, "SKIPPED: peft is not installed (pip install peft)")
         return
-    cfg = config(out, models, data, "D", cohort={"steps": 2}, compute={"bf16": True, "lora": {"r": 8, "alpha": 16}},
-                 distributed={"fsdp": True, "timeout_s": 120})
+    cfg = config(
+        out,
+        models,
+        data,
+        "D",
+        cohort={"steps": 2},
+        compute={"bf16": True, "lora": {"r": 8, "alpha": 16}},
+        distributed={"fsdp": True, "timeout_s": 120},
+    )
     proc = corl("train", str(cfg), torchrun=True)
     why = proc.stdout[-1000:] + proc.stderr[-2500:] if proc.returncode else trained(out / "D", 2)
     if not why:
-        import torch
         from transformers import AutoModelForCausalLM
 
         merged = AutoModelForCausalLM.from_pretrained(out / "D" / "checkpoints" / "step_000002" / "llama")
@@ -238,8 +297,12 @@ def main() -> None:
     t = time.perf_counter()
     models, data = build_models(args.out)
     report("tiny models built", True, f"{time.perf_counter() - t:.0f} s")
-    checks = (lambda: check_bf16_checkpointing(args.out, models, data), lambda: check_fsdp_and_resume(args.out, models, data),
-              lambda: check_fsdp_parity(args.out), lambda: check_lora(args.out, models, data))
+    checks = (
+        lambda: check_bf16_checkpointing(args.out, models, data),
+        lambda: check_fsdp_and_resume(args.out, models, data),
+        lambda: check_fsdp_parity(args.out),
+        lambda: check_lora(args.out, models, data),
+    )
     for check in checks:
         try:
             check()

@@ -56,7 +56,10 @@ def tiny_models(tmp_path_factory, tiny_data) -> dict[str, Path]:
     corpus = [p + "\n\\boxed{" + str(i % 10) + "}" for i, p in enumerate(problems * 4)]
     root = tmp_path_factory.mktemp("models")
     out = {}
-    for name, arch, tok in (("llama-char", "llama", char_tokenizer()), ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300))):
+    for name, arch, tok in (
+        ("llama-char", "llama", char_tokenizer()),
+        ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300)),
+    ):
         model = build_random_model(arch, tok, hidden=64, layers=2, heads=4, ffn=128, seed=len(out))
         _format_sft(model, tok, problems, seed=len(out))
         model.save_pretrained(root / name)
@@ -71,7 +74,13 @@ def tiny_config(tmp_path: Path, models: dict[str, Path], data: dict[str, Path], 
     raw = {
         "output_dir": str(tmp_path / "run"),
         "agents": [{"name": f"agent{i}", "model": str(models[names[i % 2]]), "lr": 1e-3} for i in range(agents)],
-        "data": {"train": str(data["train"]), "val": str(data["test"]), "val_size": 6, "template": "{problem}\n", "instruction": ""},
+        "data": {
+            "train": str(data["train"]),
+            "val": str(data["test"]),
+            "val_size": 6,
+            "template": "{problem}\n",
+            "instruction": "",
+        },
         "cohort": {"steps": 3, "prompts_per_step": 4, "samples_per_prompt": 4, "max_new_tokens": 12, "seed": 0},
         "logging": {"tensorboard": True, "progress": False},
     }

@@ -69,29 +69,70 @@ def test_extract_answer_none_input():
 # -------------------------------------------------------------------------- equivalence
 
 POSITIVES = {
-    "fraction vs decimal": [("0.5", "\\frac{1}{2}"), ("-0.375", "-\\frac{3}{8}"), ("\\frac{-3}{8}", "-\\frac38"),
-                            (".35625", "0.35625"), ("3.210", "3.21"), ("5.0", "5")],
-    "dfrac, shorthand, slash": [("\\dfrac{1}{2}", "\\frac12"), ("\\tfrac{9}{19}", "\\frac9{19}"), ("1/2", "\\frac{1}{2}"),
-                                ("\\frac{270}{7}", "\\frac{270}7")],
+    "fraction vs decimal": [
+        ("0.5", "\\frac{1}{2}"),
+        ("-0.375", "-\\frac{3}{8}"),
+        ("\\frac{-3}{8}", "-\\frac38"),
+        (".35625", "0.35625"),
+        ("3.210", "3.21"),
+        ("5.0", "5"),
+    ],
+    "dfrac, shorthand, slash": [
+        ("\\dfrac{1}{2}", "\\frac12"),
+        ("\\tfrac{9}{19}", "\\frac9{19}"),
+        ("1/2", "\\frac{1}{2}"),
+        ("\\frac{270}{7}", "\\frac{270}7"),
+    ],
     "mixed numbers": [("1.8", "1\\frac{4}{5}"), ("\\frac{275}{2}", "137 \\frac{1}{2}")],
-    "radicals": [("2\\sqrt{5}", "2 \\sqrt 5"), ("\\sqrt{20}", "2\\sqrt{5}"), ("\\frac{\\sqrt{3}}{3}", "\\frac{1}{\\sqrt3}"),
-                 ("\\sqrt{21}/5", "\\frac{\\sqrt{21}}{5}")],
-    "expressions": [("3x + x^3 - 6", "x^3+3x-6"), ("-q + p", "p - q"), ("(b+2)(a+5)", "(a+5)(b+2)"),
-                    ("2(k+1)", "2k+2"), ("2i + 1", "1+2i"), ("\\frac{\\cos x}{\\sin x}", "\\cot x")],
+    "radicals": [
+        ("2\\sqrt{5}", "2 \\sqrt 5"),
+        ("\\sqrt{20}", "2\\sqrt{5}"),
+        ("\\frac{\\sqrt{3}}{3}", "\\frac{1}{\\sqrt3}"),
+        ("\\sqrt{21}/5", "\\frac{\\sqrt{21}}{5}"),
+    ],
+    "expressions": [
+        ("3x + x^3 - 6", "x^3+3x-6"),
+        ("-q + p", "p - q"),
+        ("(b+2)(a+5)", "(a+5)(b+2)"),
+        ("2(k+1)", "2k+2"),
+        ("2i + 1", "1+2i"),
+        ("\\frac{\\cos x}{\\sin x}", "\\cot x"),
+    ],
     "equations": [("y=3+2x", "y = 2x + 3"), ("-10x + 14y - 22z - 8 = 0", "5x - 7y + 11z + 4 = 0")],
     "x = 5 vs 5": [("x = 5", "5"), ("5", "x=5"), ("2x+3", "y = 2x + 3"), ("[-2,7]", "x \\in [-2,7]")],
-    "intervals": [("\\left(-\\infty, 0\\right]", "(-\\infty,0]"), ("x \\le 0", "(-\\infty, 0]"),
-                  ("\\frac{3}{5} < x \\le \\frac{8}{3}", "\\left(\\frac{3}{5},\\frac{8}{3}\\right]"),
-                  ("(-\\infty,2)\\cup(3,\\infty)", "(-\\infty, 2) \\cup (3, \\infty)")],
-    "tuples": [("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac\\pi2)"), ("(1.5, -13)", "\\left( \\frac{3}{2}, -13 \\right)"),
-               ("(-1/3, 2/3, 5/3)", "\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}")],
-    "sets and solution lists": [("\\{2,1\\}", "\\{1,2\\}"), ("1,-2", "-2,1"), ("x = 1 \\text{ or } x = -2", "-2, 1"),
-                                ("3+2\\sqrt2, 3-2\\sqrt2", "3 \\pm 2 \\sqrt{2}"),
-                                ("-2, 1+\\sqrt5, 1-\\sqrt5", "\\{1\\pm\\sqrt{5},-2\\}")],
+    "intervals": [
+        ("\\left(-\\infty, 0\\right]", "(-\\infty,0]"),
+        ("x \\le 0", "(-\\infty, 0]"),
+        ("\\frac{3}{5} < x \\le \\frac{8}{3}", "\\left(\\frac{3}{5},\\frac{8}{3}\\right]"),
+        ("(-\\infty,2)\\cup(3,\\infty)", "(-\\infty, 2) \\cup (3, \\infty)"),
+    ],
+    "tuples": [
+        ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac\\pi2)"),
+        ("(1.5, -13)", "\\left( \\frac{3}{2}, -13 \\right)"),
+        ("(-1/3, 2/3, 5/3)", "\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}"),
+    ],
+    "sets and solution lists": [
+        ("\\{2,1\\}", "\\{1,2\\}"),
+        ("1,-2", "-2,1"),
+        ("x = 1 \\text{ or } x = -2", "-2, 1"),
+        ("3+2\\sqrt2, 3-2\\sqrt2", "3 \\pm 2 \\sqrt{2}"),
+        ("-2, 1+\\sqrt5, 1-\\sqrt5", "\\{1\\pm\\sqrt{5},-2\\}"),
+    ],
     "matrices": [("\\begin{bmatrix} -1 & 0 \\\\ 0 & -1 \\end{bmatrix}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}")],
-    "units and text": [("864", "864 \\mbox{ inches}^2"), ("5.4", "5.4 \\text{ cents}"), ("15 cm^2", "15\\mbox{ cm}^2"),
-                       ("78\\pi \\text{ units}", "78\\pi"), ("18.90", "\\$18.90"), ("\\$32,\\!348", "32348")],
-    "degrees": [("90", "90^\\circ"), ("90^{\\circ}", "90^\\circ"), ("90°", "90"), ("\\frac{270}{7}", "\\frac{270}7\\text{ degrees}")],
+    "units and text": [
+        ("864", "864 \\mbox{ inches}^2"),
+        ("5.4", "5.4 \\text{ cents}"),
+        ("15 cm^2", "15\\mbox{ cm}^2"),
+        ("78\\pi \\text{ units}", "78\\pi"),
+        ("18.90", "\\$18.90"),
+        ("\\$32,\\!348", "32348"),
+    ],
+    "degrees": [
+        ("90", "90^\\circ"),
+        ("90^{\\circ}", "90^\\circ"),
+        ("90°", "90"),
+        ("\\frac{270}{7}", "\\frac{270}7\\text{ degrees}"),
+    ],
     "percent": [("12.5", "12.5\\%"), ("0.125", "12.5\\%"), ("10\\%", "10"), ("50 percent", "0.5")],
     "choice letters": [("B", "\\text{(B)}"), ("(B)", "\\text{(B)}"), ("\\textbf{(B)}", "B"), ("\\text{(B) } 12", "\\text{(B)}")],
     "words": [("Evelyn", "\\text{Evelyn}"), ("East", "\\text{east}"), ("\\textbf{even}", "\\text{even}")],
@@ -176,8 +217,11 @@ def test_answer_key_separates_answers():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(list("0123456789.,-+/^_{}()[]\\$%x =") + ["\\frac", "\\sqrt", "\\text{", "\\boxed{", "\\pm"]),
-                max_size=30).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(list("0123456789.,-+/^_{}()[]\\$%x =") + ["\\frac", "\\sqrt", "\\text{", "\\boxed{", "\\pm"]), max_size=30
+    ).map("".join)
+)
 def test_answer_key_is_total_and_deterministic(text):
     key = answer_key(text)
     assert isinstance(key, str) and key == answer_key(text)
@@ -194,13 +238,16 @@ def test_equal_keys_imply_equivalence():
 # ------------------------------------------------------------------------- time limits
 
 
-@pytest.mark.parametrize("pred, gold", [
-    ("10^{10^{10^{10}}}", "1"),  # would never finish in sympy
-    ("(10^{10^{10}})!", "1"),
-    ("9" * 20000, "9" * 20000 + "1"),  # huge answer
-    ("(" * 3000 + "1" + ")" * 3000, "1"),  # deep nesting
-    ("\\frac{" * 500 + "1" + "}{2}" * 500, "0"),
-])
+@pytest.mark.parametrize(
+    "pred, gold",
+    [
+        ("10^{10^{10^{10}}}", "1"),  # would never finish in sympy
+        ("(10^{10^{10}})!", "1"),
+        ("9" * 20000, "9" * 20000 + "1"),  # huge answer
+        ("(" * 3000 + "1" + ")" * 3000, "1"),  # deep nesting
+        ("\\frac{" * 500 + "1" + "}{2}" * 500, "0"),
+    ],
+)
 def test_pathological_inputs_return_quickly(pred, gold):
     start = time.monotonic()
     is_equivalent(pred, gold)

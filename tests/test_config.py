@@ -27,8 +27,10 @@ def test_defaults_and_types(tmp_path):
 
 
 def test_overrides_set_nested_and_list_values(tmp_path):
-    cfg = load_config(write(tmp_path, BASE), ["grpo.beta=0.01", "agents.1.lr=3e-4", "cohort.label_source=self",
-                                               "agents.0.prompt_field=problem_rephrased"])
+    cfg = load_config(
+        write(tmp_path, BASE),
+        ["grpo.beta=0.01", "agents.1.lr=3e-4", "cohort.label_source=self", "agents.0.prompt_field=problem_rephrased"],
+    )
     assert cfg.grpo.beta == 0.01 and cfg.agents[1].lr == 3e-4 and cfg.cohort.label_source == "self"
     assert cfg.prompt_field(cfg.agents[0]) == "problem_rephrased"
 

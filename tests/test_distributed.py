@@ -105,8 +105,15 @@ PROMPTS = ["3+4=?", "12*3-5=?", "7=?", "9-2=?"]
 
 def make_agent(path, dp=None, **grpo):
     model, tok = load_policy(str(path))
-    agent = Agent(AgentConfig(name="a", model=str(path)), model, tok, PromptTemplate("{problem}\n", ""), "problem",
-                  GRPOConfig(max_grad_norm=None, minibatch_size=3, **grpo), dp=dp)
+    agent = Agent(
+        AgentConfig(name="a", model=str(path)),
+        model,
+        tok,
+        PromptTemplate("{problem}\n", ""),
+        "problem",
+        GRPOConfig(max_grad_norm=None, minibatch_size=3, **grpo),
+        dp=dp,
+    )
     agent.optimizer = torch.optim.SGD(agent.model.parameters(), lr=1.0)  # the step is minus the gradient
     return agent
 
@@ -117,9 +124,16 @@ def shard(rollout: Rollout, prompts: list[int]) -> Rollout:
     rows = torch.cat([torch.arange(p * k, (p + 1) * k) for p in prompts])
     width = int(rollout.completion_mask[rows].sum(1).max())
     end = rollout.prompt_length + width
-    return Rollout(rollout.input_ids[rows, :end], rollout.attention_mask[rows, :end], rollout.completion_mask[rows, :width],
-                   rollout.sampling_logprobs[rows, :width], [rollout.texts[i] for i in rows], rollout.prompt_length, k,
-                   rollout.eos_ids)
+    return Rollout(
+        rollout.input_ids[rows, :end],
+        rollout.attention_mask[rows, :end],
+        rollout.completion_mask[rows, :width],
+        rollout.sampling_logprobs[rows, :width],
+        [rollout.texts[i] for i in rows],
+        rollout.prompt_length,
+        k,
+        rollout.eos_ids,
+    )
 
 
 def params_of(model):
@@ -137,8 +151,11 @@ def test_data_parallel_step_equals_the_whole_batch_step(tiny_models, mode, idle_
     (all rewards equal) still joins every collective: no deadlock, the same step."""
     whole = make_agent(tiny_models["llama-char"], loss_aggregation=mode)
     torch.manual_seed(3)
-    rollout = whole.sample([Problem(id=str(i), texts={"problem": p}) for i, p in enumerate(PROMPTS)], 4,
-                           SamplingParams(temperature=1.0, max_new_tokens=10))
+    rollout = whole.sample(
+        [Problem(id=str(i), texts={"problem": p}) for i, p in enumerate(PROMPTS)],
+        4,
+        SamplingParams(temperature=1.0, max_new_tokens=10),
+    )
     rewards = torch.tensor([[1.0, 0, 0, 1], [0, 1, 1, 1], [0, 0, 1, 0], [1, 0, 0, 0]])
     if idle_rank:
         rewards[1::2] = 1.0  # the prompts of rank 1 (strided: 1 and 3) carry no signal
@@ -180,8 +197,20 @@ def test_data_parallel_step_equals_the_whole_batch_step(tiny_models, mode, idle_
 def torchrun(tmp_path: Path, raw: dict, run: str, nproc: int = 2, env: dict | None = None, timeout: float = 300):
     config = tmp_path / f"{run}.yaml"
     config.write_text(yaml.safe_dump(raw))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           "-m", "corl", "train", str(config), "-o", str(tmp_path / run)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        "-m",
+        "corl",
+        "train",
+        str(config),
+        "-o",
+        str(tmp_path / run),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
     start = time.monotonic()
     proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=timeout)

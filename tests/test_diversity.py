@@ -215,7 +215,12 @@ def test_pearson_undefined_is_nan():
 
 def test_kappa_and_c_correlate_negatively_at_equal_accuracies():
     # Every pair at acc 0.5 over 4 problems has p_e = 0.5, so kappa = 1 - 2c exactly: r = -1
-    pairs = [([T, T, F, F], [T, T, F, F]), ([T, T, F, F], [T, F, T, F]), ([T, T, F, F], [F, F, T, T]), ([T, F, T, F], [F, T, F, T])]
+    pairs = [
+        ([T, T, F, F], [T, T, F, F]),
+        ([T, T, F, F], [T, F, T, F]),
+        ([T, T, F, F], [F, F, T, T]),
+        ([T, F, T, F], [F, T, F, T]),
+    ]
     tables = [contingency(a, b) for a, b in pairs]
     assert pearson([cohens_kappa(t) for t in tables], [complementarity(t) for t in tables]) == pytest.approx(-1.0)
 

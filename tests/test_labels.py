@@ -49,11 +49,13 @@ def test_ring_teachers():
 
 
 def test_peer_labels_come_from_the_predecessor_never_from_oneself():
-    t = table([
-        [["1", "1", "2"]],  # agent 0 majority 1
-        [["2", "2", "2"]],  # agent 1 majority 2
-        [["3", "3", "1"]],  # agent 2 majority 3
-    ])
+    t = table(
+        [
+            [["1", "1", "2"]],  # agent 0 majority 1
+            [["2", "2", "2"]],  # agent 1 majority 2
+            [["3", "3", "1"]],  # agent 2 majority 3
+        ]
+    )
     labels = peer_labels(t)
     assert [labels[n][0].key for n in range(3)] == ["3", "1", "2"]
     assert [v[0].key for v in self_labels(t)] == ["1", "2", "3"]

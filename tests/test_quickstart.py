@@ -12,7 +12,9 @@ from corl.tracking import read_metrics
 
 def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatch):
     monkeypatch.setenv("CORL_CACHE", str(tmp_path / "cache"))
-    result = CliRunner().invoke(app, ["quickstart", "--smoke", "--out", str(tmp_path / "qs"), "--json", "--min-agreement", "0.25", "--lr", "3e-5"])
+    result = CliRunner().invoke(
+        app, ["quickstart", "--smoke", "--out", str(tmp_path / "qs"), "--json", "--min-agreement", "0.25", "--lr", "3e-5"]
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)  # stdout is the JSON object alone
     assert set(out["methods"]) == {"base", "ttrl", "co-rl", "gt"}

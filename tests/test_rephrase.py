@@ -102,7 +102,11 @@ class FakeChatServer:
 
             def _reply(self, content, finish="stop"):
                 message = {"role": "assistant", "content": content}
-                data = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+                data = {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                }
                 self._send(200, json.dumps(data).encode())
 
             def _send(self, status, payload, headers=None):
@@ -193,7 +197,10 @@ def test_dropped_numbers_by_hand():
 
 def test_build_messages_system_or_template():
     problem = "Find $\\frac{1}{2}+x$ when {x} is 3."
-    assert build_messages(problem, "Rewrite.") == [{"role": "system", "content": "Rewrite."}, {"role": "user", "content": problem}]
+    assert build_messages(problem, "Rewrite.") == [
+        {"role": "system", "content": "Rewrite."},
+        {"role": "user", "content": problem},
+    ]
     assert build_messages(problem, "Reword this: {problem} Go.") == [
         {"role": "user", "content": "Reword this: Find $\\frac{1}{2}+x$ when {x} is 3. Go."}
     ]
@@ -337,7 +344,10 @@ def test_rephrase_rows_resumes_redoes_edited_rows_and_refuses_another_instructio
 def test_rows_without_ids_use_the_row_index_and_duplicates_are_refused(tmp_path):
     rows = [{"problem": "a"}, {"problem": "b"}]
     rephrase_rows(rows, tmp_path / "o.jsonl", fake_rewriter([]))
-    assert read_jsonl(tmp_path / "o.jsonl") == [{"problem": "a", "problem_rephrased": "R: a"}, {"problem": "b", "problem_rephrased": "R: b"}]
+    assert read_jsonl(tmp_path / "o.jsonl") == [
+        {"problem": "a", "problem_rephrased": "R: a"},
+        {"problem": "b", "problem_rephrased": "R: b"},
+    ]
     assert set(RewriteJournal(journal_path(tmp_path / "o.jsonl")).read()) == {"0", "1"}
     with pytest.raises(RephraseError, match="row 1: id 'x' repeats row 0"):
         rephrase_rows([{"id": "x", "problem": "a"}, {"id": "x", "problem": "b"}], tmp_path / "d.jsonl", fake_rewriter([]))
@@ -458,7 +468,9 @@ def test_crash_mid_run_then_resume_loses_and_duplicates_nothing(server, tmp_path
     try:
         deadline = time.monotonic() + 30
         while server.counts[rows[3]["problem"]] == 0 or not journal.exists() or journal.read_text().count("\n") < 3:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() is not None else "timeout"
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stdout.read() if proc.poll() is not None else "timeout"
+            )
             time.sleep(0.05)
     finally:
         proc.kill()
@@ -479,7 +491,10 @@ def test_crash_mid_run_then_resume_loses_and_duplicates_nothing(server, tmp_path
 
 # ------------------------------------------------------- local model and --check
 
-TINY_ROWS = [{"id": f"t{i}", "problem": p, "answer": a} for i, (p, a) in enumerate([("19%9=?", "1"), ("2x+4=22, x=?", "9"), ("85%2=?", "1")])]
+TINY_ROWS = [
+    {"id": f"t{i}", "problem": p, "answer": a}
+    for i, (p, a) in enumerate([("19%9=?", "1"), ("2x+4=22, x=?", "9"), ("85%2=?", "1")])
+]
 
 
 @pytest.fixture(scope="module")
@@ -588,5 +603,13 @@ def test_check_solves_both_wordings_with_a_tiny_model(server, solver_dir, tmp_pa
     assert re.search(r"answer check \(.*K=4\): majority answers agree on \d+/\d+ rows", result.output)
     report = read_jsonl(tmp_path / "out.check.jsonl")
     assert len(report) == 2 and {r["id"] for r in report} <= {"t0", "t1", "t2"}
-    assert set(report[0]) == {"id", "original_answer", "rephrased_answer", "original_share", "rephrased_share", "agree", "dropped_numbers"}
+    assert set(report[0]) == {
+        "id",
+        "original_answer",
+        "rephrased_answer",
+        "original_share",
+        "rephrased_share",
+        "agree",
+        "dropped_numbers",
+    }
     assert any(r["original_answer"] is not None for r in report)  # the tiny model writes \boxed{d}

@@ -81,8 +81,26 @@ def test_train_cli_reports_bad_config_values(tmp_path, tiny_models, tiny_data):
 
 def test_eval_cli_scores_checkpoints_and_pools_votes(tiny_models, tiny_data):
     models = [str(tiny_models["llama-char"]), str(tiny_models["qwen2-bpe"])]
-    result = runner.invoke(app, ["eval", *models, "--data", str(tiny_data["test"]), "--k", "3", "--max-new-tokens", "12",
-                                 "--template", "{problem}\n", "--instruction", "", "--group-by", "type", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            *models,
+            "--data",
+            str(tiny_data["test"]),
+            "--k",
+            "3",
+            "--max-new-tokens",
+            "12",
+            "--template",
+            "{problem}\n",
+            "--instruction",
+            "",
+            "--group-by",
+            "type",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert set(out["models"]) == set(models) and out["n"] == 12
@@ -99,8 +117,12 @@ def test_math500_plumbing_end_to_end(tmp_path, tiny_models):
     raw = {
         "output_dir": str(tmp_path / "run"),
         "agents": [{"name": "a", "model": str(tiny_models["llama-char"])}, {"name": "b", "model": str(tiny_models["qwen2-bpe"])}],
-        "data": {"train": str(SHARED_DATA / "math500" / "test.jsonl"), "max_rows": 8, "val": str(SHARED_DATA / "math500" / "test.jsonl"),
-                 "val_size": 4},
+        "data": {
+            "train": str(SHARED_DATA / "math500" / "test.jsonl"),
+            "max_rows": 8,
+            "val": str(SHARED_DATA / "math500" / "test.jsonl"),
+            "val_size": 4,
+        },
         "cohort": {"steps": 2, "prompts_per_step": 2, "samples_per_prompt": 2, "max_new_tokens": 8},
         "logging": {"progress": False, "tensorboard": False},
     }
@@ -112,11 +134,15 @@ def test_math500_plumbing_end_to_end(tmp_path, tiny_models):
 
 def _cli(*args, cwd):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "corl", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "corl", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
 
 
 def test_kill_and_resume_matches_an_uninterrupted_run(tmp_path, tiny_models, tiny_data):
-    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 6}, logging={"checkpoint_every": 2, "tensorboard": False})
+    raw = tiny_config(
+        tmp_path, tiny_models, tiny_data, cohort={"steps": 6}, logging={"checkpoint_every": 2, "tensorboard": False}
+    )
     config = write_config(tmp_path, raw)
     # uninterrupted reference
     full = _cli("train", str(config), "-o", str(tmp_path / "full"), cwd=tmp_path)

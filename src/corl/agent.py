@@ -66,9 +66,19 @@ class UpdateStats:
 class Agent:
     """A policy plus everything it needs to sample and to update itself."""
 
-    def __init__(self, config: AgentConfig, model, tokenizer, template: PromptTemplate, prompt_field: str, grpo: GRPOConfig,
-                 generation_batch_size: int | None = None, ema_momentum: float | None = None,
-                 dp: DataParallel | None = None, compute: ComputeConfig | None = None):
+    def __init__(
+        self,
+        config: AgentConfig,
+        model,
+        tokenizer,
+        template: PromptTemplate,
+        prompt_field: str,
+        grpo: GRPOConfig,
+        generation_batch_size: int | None = None,
+        ema_momentum: float | None = None,
+        dp: DataParallel | None = None,
+        compute: ComputeConfig | None = None,
+    ):
         self.config = config
         self.name = config.name
         self.tokenizer = tokenizer
@@ -86,8 +96,9 @@ class Agent:
         self.teacher_engine = None
         if ema_momentum is not None:
             self.teacher = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
-            self.teacher_engine = HFGenerateEngine(self.teacher, tokenizer, batch_size=generation_batch_size,
-                                                   add_special_tokens=not template.chat)
+            self.teacher_engine = HFGenerateEngine(
+                self.teacher, tokenizer, batch_size=generation_batch_size, add_special_tokens=not template.chat
+            )
         # Gradient checkpointing, LoRA, FSDP sharding, bf16 (compute: / distributed:), then the optimizer.
         self.model = model = prepare_model(model, compute, self.dp)
         # Chat templates already contain BOS; adding special tokens again would double it.
@@ -218,7 +229,9 @@ class Agent:
         stats.grad_norm = sum(norms) / len(norms)
         return stats
 
-    def _batch_share(self, rows: torch.Tensor, mask: torch.Tensor, n_total: int, total_tokens: torch.Tensor) -> torch.Tensor | float:
+    def _batch_share(
+        self, rows: torch.Tensor, mask: torch.Tensor, n_total: int, total_tokens: torch.Tensor
+    ) -> torch.Tensor | float:
         """Scale a minibatch loss so that it equals its part of the full-batch loss."""
         if self.grpo.loss_aggregation == "bnpo":
             return mask.sum() / total_tokens

@@ -178,7 +178,7 @@ def extract_answer(text: str | None) -> str | None:
         line = line[1:-1].strip() if len(line) > 1 and line[0] == line[-1] == "$" else line
         return line.rstrip(".").strip() or None
     said = None
-    for said in _ANSWER_IS.finditer(text):
+    for said in _ANSWER_IS.finditer(text):  # noqa: B007 -- the last statement counts
         pass
     if said is not None:
         answer = _inline(text[said.end() :])
@@ -190,8 +190,20 @@ def extract_answer(text: str | None) -> str | None:
 # Cleaning: notation that never changes the value
 # ----------------------------------------------------------------------------------
 
-_UNICODE = {"−": "-", "–": "-", "π": "\\pi ", "∞": "\\infty ", "°": "^\\circ", "×": "\\times ",
-            "·": "\\cdot ", "≤": "\\le ", "≥": "\\ge ", "∪": "\\cup ", "√": "\\sqrt", "\u00a0": " "}
+_UNICODE = {
+    "−": "-",
+    "–": "-",
+    "π": "\\pi ",
+    "∞": "\\infty ",
+    "°": "^\\circ",
+    "×": "\\times ",
+    "·": "\\cdot ",
+    "≤": "\\le ",
+    "≥": "\\ge ",
+    "∪": "\\cup ",
+    "√": "\\sqrt",
+    "\u00a0": " ",
+}
 _DELIMS = re.compile(r"\\\$|\$|(?<!\\)\\[()\[\]]")
 _STYLE = re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits)(?![a-zA-Z])")
 _SIZING = re.compile(r"\\(?:left|right|bigg?|Bigg?)[lr]?(?![a-zA-Z])\.?")
@@ -206,14 +218,21 @@ _FRAC_SHORT = [
     (re.compile(r"\\sqrt\s*" + _TOKEN), r"\\sqrt{\1}"),
 ]
 _PERCENT = re.compile(r"\s*(?:\\?%|\\text\{\s*percent\s*\}|\s+percent\b)")
-_DEGREES = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\degree\b|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|(?<=\d)\^\s*\{?o\}?(?![A-Za-z]))")
+_DEGREES = re.compile(
+    r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\degree\b|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|(?<=\d)\^\s*\{?o\}?(?![A-Za-z]))"
+)
 _TEXT_CMD = r"\\(?:text|textbf|textit|textrm|textsf|texttt|mbox|mathrm|mathbf|mathit|mathsf|operatorname)\s*"
 _UNIT_TEXT = re.compile(r"^(.*?[\w})\]])\s*" + _TEXT_CMD + r"\{\s*[A-Za-z][A-Za-z\s.]*\}\s*(?:\^\s*\{?[23]\}?)?$")
-_UNITS = (r"(?:cm|mm|km|ft|in|inch(?:es)?|feet|foot|yd|yards?|mi|miles?|kg|mg|lbs?|pounds?|oz|ounces?|hrs?|hours?|"
-          r"min(?:utes?)?|sec(?:onds?)?|days?|weeks?|years?|degrees?|units?|cents?|dollars?|meters?|ml|mL|mph|sq)")
+_UNITS = (
+    r"(?:cm|mm|km|ft|in|inch(?:es)?|feet|foot|yd|yards?|mi|miles?|kg|mg|lbs?|pounds?|oz|ounces?|hrs?|hours?|"
+    r"min(?:utes?)?|sec(?:onds?)?|days?|weeks?|years?|degrees?|units?|cents?|dollars?|meters?|ml|mL|mph|sq)"
+)
 # why: only after a number or a closed group ("5 cm", "2\pi units"), so "Evelyn Navin" stays
-_UNIT_WORDS = re.compile(r"^(.*?(?:[\d})\]]|\\[a-zA-Z]+))(?:\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{2,})*|\s*" + _UNITS
-                         + r"(?![A-Za-z])(?:\s+[A-Za-z]{2,})*)(?:\s*\^\s*\{?[23]\}?)?$")
+_UNIT_WORDS = re.compile(
+    r"^(.*?(?:[\d})\]]|\\[a-zA-Z]+))(?:\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{2,})*|\s*"
+    + _UNITS
+    + r"(?![A-Za-z])(?:\s+[A-Za-z]{2,})*)(?:\s*\^\s*\{?[23]\}?)?$"
+)
 _TEXT_WRAP = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
 _WHOLE_TEXT = re.compile(_TEXT_CMD + r"\{\s*([^{}]*?)\s*\}$")
 _OR_AND = re.compile(r"\s+(?:or|and)\s+")
@@ -446,22 +465,32 @@ def _expand_pm(items: list[str]) -> list[str]:
 
 
 def _strip_common_var(items: list[str]) -> list[str]:
-    """"x = 1, x = 2" -> "1, 2"; "x = 1, y = 2" keeps its names (it is a point)."""
+    """ "x = 1, x = 2" -> "1, 2"; "x = 1, y = 2" keeps its names (it is a point)."""
     names = [re.match(r"^(" + _VAR + r")\s*=", it) for it in items]
     if all(names) and len({m.group(1) for m in names}) == 1:
         return [it[m.end() :].strip() for it, m in zip(items, names)]
     return items
 
 
-_LESS = {"<": "<", "\\lt": "<", "\\le": "<=", "\\leq": "<=", "\\leqslant": "<=",
-         ">": ">", "\\gt": ">", "\\ge": ">=", "\\geq": ">=", "\\geqslant": ">="}
+_LESS = {
+    "<": "<",
+    "\\lt": "<",
+    "\\le": "<=",
+    "\\leq": "<=",
+    "\\leqslant": "<=",
+    ">": ">",
+    "\\gt": ">",
+    "\\ge": ">=",
+    "\\geq": ">=",
+    "\\geqslant": ">=",
+}
 _CMP = r"\s*(<|>|\\(?:lt|gt|leqslant|geqslant|leq|geq|le|ge)(?![a-zA-Z]))\s*"
 _ONE_SIDED = re.compile(r"^(" + _VAR + r")" + _CMP + r"([^<>=]+)$")
 _TWO_SIDED = re.compile(r"^([^<>=]+?)" + _CMP + r"(" + _VAR + r")" + _CMP + r"([^<>=]+)$")
 
 
 def _inequality_interval(s: str) -> _Struct | None:
-    """"3 < x \\le 4" -> (3, 4]; "x \\ge 6" -> [6, \\infty): an inequality in one variable as an interval."""
+    """ "3 < x \\le 4" -> (3, 4]; "x \\ge 6" -> [6, \\infty): an inequality in one variable as an interval."""
     m = _TWO_SIDED.match(s)
     if m:
         lo, op1, _, op2, hi = m.groups()
@@ -596,11 +625,40 @@ def answer_key(answer: str | None) -> str:
 # fixed points with 40 digits proves a difference, and agreement everywhere settles an
 # identity (Schwartz-Zippel). Whatever the reader does not know goes to math-verify.
 
-_FUNCS = {"sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh",
-          "tanh", "ln", "log", "exp"}
-_GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta",
-          "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega",
-          "Gamma", "Delta", "Theta", "Lambda", "Sigma", "Phi", "Psi", "Omega"}
+_FUNCS = {"sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "ln", "log", "exp"}
+_GREEK = {
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "vartheta",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "rho",
+    "sigma",
+    "tau",
+    "phi",
+    "varphi",
+    "chi",
+    "psi",
+    "omega",
+    "Gamma",
+    "Delta",
+    "Theta",
+    "Lambda",
+    "Sigma",
+    "Phi",
+    "Psi",
+    "Omega",
+}
 _TOWER = re.compile(r"\^\s*\{?\s*[\d.]+\s*\}?\s*\^|\^\s*\{?\s*\(?\s*\d{5,}|\d{4,}\s*!|!\s*!\s*!")  # 10^{10^{10}}, 9999!
 _LEX = re.compile(r"\s*(\d+\.?\d*|\.\d+|\\[a-zA-Z]+|\\[{}|]|\S)")
 _ATOM_START = re.compile(r"^(\d|\.\d|[a-zA-Z(\[{]|\\(frac|sqrt|pi|lfloor|lceil|binom|" + "|".join(_FUNCS | _GREEK) + r")$)")
@@ -966,18 +1024,27 @@ def _struct_equiv(a: _Struct, b: _Struct, p: str, g: str, deadline: _Deadline) -
     if kinds == {"scalar"}:
         return _scalar_equiv(a.items[0], b.items[0], deadline)
     if kinds == {"seq"}:  # why: (3,4] is not (3,4); a tuple is ordered
-        return (a.ends == b.ends and len(a.items) == len(b.items)
-                and all(_equiv_clean(x, y, deadline) for x, y in zip(a.items, b.items)))
+        return (
+            a.ends == b.ends
+            and len(a.items) == len(b.items)
+            and all(_equiv_clean(x, y, deadline) for x, y in zip(a.items, b.items))
+        )
     if kinds <= {"set", "list"} or kinds in ({"union"}, {"union", "list"}):
         # solutions, set elements, union parts are unordered ("x < 3 or x > 5" is a union)
         return _match_unordered(a.items, b.items, deadline)
     if kinds == {"seq", "list"}:  # "1, 2" for the point (1, 2): same elements in order
         seq = a if a.kind == "seq" else b
-        return (seq.ends == "()" and len(a.items) == len(b.items)
-                and all(_equiv_clean(x, y, deadline) for x, y in zip(a.items, b.items)))
+        return (
+            seq.ends == "()"
+            and len(a.items) == len(b.items)
+            and all(_equiv_clean(x, y, deadline) for x, y in zip(a.items, b.items))
+        )
     if kinds == {"matrix"}:
-        return (len(a.items) == len(b.items) and all(len(r) == len(s) for r, s in zip(a.items, b.items))
-                and all(_equiv_clean(x, y, deadline) for r, s in zip(a.items, b.items) for x, y in zip(r, s)))
+        return (
+            len(a.items) == len(b.items)
+            and all(len(r) == len(s) for r, s in zip(a.items, b.items))
+            and all(_equiv_clean(x, y, deadline) for r, s in zip(a.items, b.items) for x, y in zip(r, s))
+        )
     if "scalar" in kinds and kinds & {"seq", "union"}:  # "x > 3" for (3, \infty)
         scalar = a if a.kind == "scalar" else b
         if _RELATION.search(scalar.items[0]):
@@ -1074,9 +1141,13 @@ def _constants_equal(p, g, pred: str, gold: str) -> bool | None:
     if bool(diff <= sympy.Float("1e-20", 30) * scale):
         return True
     for lit in lits:
-        if lit is not None and lit.places is not None and lit.digits >= _APPROX_DIGITS:
-            if bool(diff <= sympy.Rational(1, 2 * 10**lit.places) * (1 + sympy.Rational(1, 10**9))):
-                return True
+        if (
+            lit is not None
+            and lit.places is not None
+            and lit.digits >= _APPROX_DIGITS
+            and bool(diff <= sympy.Rational(1, 2 * 10**lit.places) * (1 + sympy.Rational(1, 10**9)))
+        ):
+            return True
     return False
 
 
@@ -1108,7 +1179,11 @@ class _Worker:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])))
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from corl.answers import _serve; _serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env=env,
         )
         self.lines: queue.Queue = queue.Queue()
         self.ready = False
@@ -1205,8 +1280,10 @@ class _WorkerPool:
                 worker.kill()
                 self._give(None)
             self.broken = True
-            logger.warning("corl.answers: no answer-check worker could start; checking in-process "
-                           "(guarded against pathological inputs, but without a hard deadline)")
+            logger.warning(
+                "corl.answers: no answer-check worker could start; checking in-process "
+                "(guarded against pathological inputs, but without a hard deadline)"
+            )
         return _sympy_equiv(pred, gold)
 
     @staticmethod

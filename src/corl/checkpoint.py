@@ -46,8 +46,9 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(run_dir: str | Path, step: int, agents, loop_state: dict, keep_last: int | None = 2,
-                    write_state: bool = True, barrier=None) -> Path:
+def save_checkpoint(
+    run_dir: str | Path, step: int, agents, loop_state: dict, keep_last: int | None = 2, write_state: bool = True, barrier=None
+) -> Path:
     """Write `agents` and (if write_state) the loop state for `step` (steps done so far).
 
     In a multi-process run every process passes the agents it hosts and the same
@@ -68,7 +69,9 @@ def save_checkpoint(run_dir: str | Path, step: int, agents, loop_state: dict, ke
     barrier()
     if write_state:
         torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1))
+        (tmp / "state.json").write_text(
+            json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
+        )
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)

@@ -41,7 +41,6 @@ from corl.rewards import agreement_rewards
 from corl.rollout import Rollout, SamplingParams
 from corl.tracking import MetricsLog
 
-
 # -- where this process sits ----------------------------------------------------------------
 
 
@@ -81,7 +80,10 @@ def extract_all(texts: list[str], k: int) -> tuple[list[tuple], list[tuple]]:
     answers = [extract_answer(t) for t in texts]
     keys = [answer_key(a) if a is not None else None for a in answers]
     groups = len(texts) // k
-    return ([tuple(answers[b * k : (b + 1) * k]) for b in range(groups)], [tuple(keys[b * k : (b + 1) * k]) for b in range(groups)])
+    return (
+        [tuple(answers[b * k : (b + 1) * k]) for b in range(groups)],
+        [tuple(keys[b * k : (b + 1) * k]) for b in range(groups)],
+    )
 
 
 def assemble(shards: list[dict], num_agents: int, batch_size: int, name: str) -> list[list]:
@@ -138,16 +140,27 @@ def load_eval_data(cfg: RunConfig) -> Dataset | None:
     return Dataset(problems, gold, rows)
 
 
-def build_agent(cfg: RunConfig, index: int, device: torch.device, weights: Path | None = None,
-                dp: DataParallel | None = None) -> Agent:
+def build_agent(
+    cfg: RunConfig, index: int, device: torch.device, weights: Path | None = None, dp: DataParallel | None = None
+) -> Agent:
     """Load agent `index`'s own model; `weights` (a checkpoint folder) overrides on resume.
     `dp`: the ranks that share this agent's model (multi-process runs, see corl.distributed)."""
     agent_cfg = cfg.agents[index]
     model, tokenizer = load_policy(str(weights) if weights else agent_cfg.model, None if weights else agent_cfg.tokenizer, device)
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
     ema = cfg.cohort.ema_momentum if cfg.cohort.label_source == "ema" else None
-    agent = Agent(agent_cfg, model, tokenizer, template, cfg.text_key(agent_cfg), cfg.grpo, cfg.cohort.generation_batch_size, ema,
-                  dp=dp, compute=cfg.compute)
+    agent = Agent(
+        agent_cfg,
+        model,
+        tokenizer,
+        template,
+        cfg.text_key(agent_cfg),
+        cfg.grpo,
+        cfg.cohort.generation_batch_size,
+        ema,
+        dp=dp,
+        compute=cfg.compute,
+    )
     if weights and agent.reference is not None:
         # The KL anchor is the *initial* policy, not the resumed weights.
         reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
@@ -161,9 +174,16 @@ def build_agent(cfg: RunConfig, index: int, device: torch.device, weights: Path 
 class CohortTrainer:
     """Owns a run: its (local) agents, data, label source, logs and checkpoints."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
-                 placement: Placement | None = None, exchange=None, device: torch.device | None = None,
-                 data_parallel: DataParallel | None = None):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: str | Path | None = None,
+        resume: bool = False,
+        placement: Placement | None = None,
+        exchange=None,
+        device: torch.device | None = None,
+        data_parallel: DataParallel | None = None,
+    ):
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.output_dir)
         self.placement = placement or Placement.single(len(cfg.agents))
@@ -228,7 +248,9 @@ class CohortTrainer:
             torch.manual_seed(self._seed(step, n))
             rollouts[n] = agent.sample(mine, k, self.params)
             answers, keys = extract_all(rollouts[n].texts, k)
-            teacher = extract_all(agent.sample_teacher(mine, k, self.params).texts, k) if agent.teacher else ([None] * len(mine),) * 2
+            teacher = (
+                extract_all(agent.sample_teacher(mine, k, self.params).texts, k) if agent.teacher else ([None] * len(mine),) * 2
+            )
             shard[n] = (positions, list(zip(answers, keys, *teacher)))
         t_sample = time.perf_counter()
 
@@ -260,7 +282,8 @@ class CohortTrainer:
         t_update = time.perf_counter()
 
         report = {
-            n: (positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist()))) for n in self.agents
+            n: (positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
+            for n in self.agents
         }
         stats = {n: updates[n].as_dict() for n in self.agents}
         gathered = self.exchange.all_gather((report, stats))
@@ -318,8 +341,14 @@ class CohortTrainer:
     def checkpoint(self, steps_done: int) -> Path | None:
         """Every agent's dp-rank 0 writes its agent (all its ranks take part: a sharded model
         is gathered first); the main process writes the loop state."""
-        return save_checkpoint(self.run_dir, steps_done, list(self.agents.values()), self.loop_state,
-                               write_state=self.placement.is_main, barrier=self.exchange.barrier)
+        return save_checkpoint(
+            self.run_dir,
+            steps_done,
+            list(self.agents.values()),
+            self.loop_state,
+            write_state=self.placement.is_main,
+            barrier=self.exchange.barrier,
+        )
 
     def train(self, on_step: Callable[[int, dict], None] | None = None) -> dict[str, float]:
         """Run from the current step to cfg.cohort.steps; returns the last metrics."""

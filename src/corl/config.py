@@ -102,9 +102,13 @@ class GRPOConfig(_Strict):
     epsilon_high: float = Field(0.2, ge=0, description="Upper clip; > epsilon_low is DAPO's clip-higher.")
     beta: float = Field(0.0, ge=0, description="k3 KL to a frozen reference; 0 loads no reference model.")
     loss_aggregation: Literal["grpo", "bnpo", "dr_grpo"] = "grpo"
-    scale_rewards: Literal["group", "none"] = Field("group", description="Divide advantages by the group std (GRPO) or not (Dr. GRPO).")
+    scale_rewards: Literal["group", "none"] = Field(
+        "group", description="Divide advantages by the group std (GRPO) or not (Dr. GRPO)."
+    )
     num_passes: int = Field(1, ge=1, description="Optimization passes over each step's rollouts (PPO epochs).")
-    minibatch_size: int | None = Field(None, ge=1, description="Sequences per forward/backward (gradient accumulation, bounds memory); None = all at once.")
+    minibatch_size: int | None = Field(
+        None, ge=1, description="Sequences per forward/backward (gradient accumulation, bounds memory); None = all at once."
+    )
     max_grad_norm: float | None = Field(1.0, gt=0)
 
 
@@ -128,7 +132,9 @@ class ComputeConfig(_Strict):
     gradient_checkpointing: bool = Field(
         False, description="Recompute activations during the backward pass: less memory, about a third more compute."
     )
-    lora: LoRAConfig | None = Field(None, description="Train low-rank adapters instead of every weight (needs `pip install peft`).")
+    lora: LoRAConfig | None = Field(
+        None, description="Train low-rank adapters instead of every weight (needs `pip install peft`)."
+    )
 
 
 class DistributedConfig(_Strict):
@@ -153,7 +159,9 @@ class DistributedConfig(_Strict):
 
 class LoggingConfig(_Strict):
     eval_every: int = Field(0, ge=0, description="Validate every N steps (0 = only at the end, if data.val is set).")
-    eval_on_start: bool = Field(False, description="Also validate before the first step (logged at step -1): curves start at the base model.")
+    eval_on_start: bool = Field(
+        False, description="Also validate before the first step (logged at step -1): curves start at the base model."
+    )
     checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     tensorboard: bool = True
     progress: bool = True

@@ -154,7 +154,9 @@ def build_problems(
     return problems, key
 
 
-def attach_wording(problems: list[Problem], rows: Sequence[dict], source: str, field: str, key: str, id_field: str = "id") -> list[Problem]:
+def attach_wording(
+    problems: list[Problem], rows: Sequence[dict], source: str, field: str, key: str, id_field: str = "id"
+) -> list[Problem]:
     """Add another wording of the same problems (data decoupling) from rows aligned by id.
 
     Every problem id must be present in `rows`; a mismatch is refused, because labels

@@ -35,6 +35,7 @@ so it must be on a filesystem that every node sees; training itself needs none.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -185,10 +186,8 @@ class Heartbeat:
 
     def publish(self, record: dict) -> None:
         """Tell every other rank that this one failed (the first published failure stays)."""
-        try:
+        with contextlib.suppress(RuntimeError):  # the store itself is gone: nothing to tell anyone
             self.store.compare_set("failure", "", json.dumps(record))
-        except RuntimeError:
-            pass  # the store itself is gone: nothing to tell anyone
 
     def _raise_if_published(self) -> None:
         if self.store.check(["failure"]):
@@ -231,7 +230,9 @@ def _collective(what: str, heartbeat: Heartbeat) -> Iterator[None]:
             heartbeat._raise_if_published()  # a peer said why
         except PeerFailure as cause:
             raise cause from err
-        raise PeerFailure(f"the {what} failed on {heartbeat.layout.describe([heartbeat.rank])} in {heartbeat.context}: {err}") from err
+        raise PeerFailure(
+            f"the {what} failed on {heartbeat.layout.describe([heartbeat.rank])} in {heartbeat.context}: {err}"
+        ) from err
 
 
 # -- one agent's data-parallel group -----------------------------------------------------------------
@@ -246,8 +247,15 @@ class DataParallel:
     reduce-scatters them itself.
     """
 
-    def __init__(self, group=None, ranks: Sequence[int] = (0,), rank: int = 0, heartbeat: Heartbeat | None = None,
-                 mesh=None, device: torch.device | None = None):
+    def __init__(
+        self,
+        group=None,
+        ranks: Sequence[int] = (0,),
+        rank: int = 0,
+        heartbeat: Heartbeat | None = None,
+        mesh=None,
+        device: torch.device | None = None,
+    ):
         self.group = group
         self.ranks = tuple(ranks)
         self.size = len(self.ranks)
@@ -300,12 +308,16 @@ class DataParallel:
         if self.size == 1 or self.fsdp:
             return
         with torch.no_grad():
-            fingerprint = torch.stack([torch.stack([p.double().sum(), p.double().abs().sum()]) for p in model.parameters()]).sum(0)
+            fingerprint = torch.stack([torch.stack([p.double().sum(), p.double().abs().sum()]) for p in model.parameters()]).sum(
+                0
+            )
         high = self.max(fingerprint.clone())
         low = -self.max(-fingerprint)
         if not torch.equal(high, low):
-            raise RuntimeError(f"the data-parallel copies on ranks {self.ranks} have diverged (parameter sums {low.tolist()} "
-                               f"to {high.tolist()}): please report this as a bug")
+            raise RuntimeError(
+                f"the data-parallel copies on ranks {self.ranks} have diverged (parameter sums {low.tolist()} "
+                f"to {high.tolist()}): please report this as a bug"
+            )
 
     def clip_grad_norm(self, params, max_norm: float | None) -> float:
         """Clip to `max_norm` (None: only measure); returns the norm before clipping."""
@@ -438,9 +450,12 @@ def add_lora(model, lora: LoRAConfig):
     try:
         from peft import LoraConfig, get_peft_model
     except ModuleNotFoundError:
-        raise ModuleNotFoundError("compute.lora needs the `peft` package: pip install peft (or pip install 'corl[gpu]')") from None
-    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules,
-                        task_type="CAUSAL_LM")
+        raise ModuleNotFoundError(
+            "compute.lora needs the `peft` package: pip install peft (or pip install 'corl[gpu]')"
+        ) from None
+    config = LoraConfig(
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules, task_type="CAUSAL_LM"
+    )
     return get_peft_model(model, config)
 
 
@@ -586,8 +601,15 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
         from corl.cohort import CohortTrainer
 
         placement = layout.placement(rank)
-        trainer = CohortTrainer(cfg, run_dir, resume=resume, placement=placement, exchange=WorldExchange(heartbeat, objects),
-                                device=device, data_parallel=dp)
+        trainer = CohortTrainer(
+            cfg,
+            run_dir,
+            resume=resume,
+            placement=placement,
+            exchange=WorldExchange(heartbeat, objects),
+            device=device,
+            data_parallel=dp,
+        )
         heartbeat.context = f"step {trainer.start_step}"
         fault = _injected_fault(cfg, placement)
 
@@ -606,8 +628,9 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     return last if rank == 0 else None
 
 
-def _data_parallel(layout: Layout, rank: int, device: torch.device, backend: str, timeout: timedelta,
-                   heartbeat: Heartbeat, fsdp: bool) -> DataParallel:
+def _data_parallel(
+    layout: Layout, rank: int, device: torch.device, backend: str, timeout: timedelta, heartbeat: Heartbeat, fsdp: bool
+) -> DataParallel:
     """The ("agent", "dp") device mesh; this rank's agent group is its 1-D "dp" sub-mesh."""
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -619,8 +642,14 @@ def _data_parallel(layout: Layout, rank: int, device: torch.device, backend: str
     except (AttributeError, TypeError):  # torch < 2.6: no backend_override
         mesh = init_device_mesh(device.type, shape, mesh_dim_names=("agent", "dp"))
     dp_mesh = mesh["dp"]
-    return DataParallel(group=dp_mesh.get_group(), ranks=layout.dp_ranks(rank), rank=rank % layout.dp_size, heartbeat=heartbeat,
-                        mesh=dp_mesh if fsdp else None, device=device)
+    return DataParallel(
+        group=dp_mesh.get_group(),
+        ranks=layout.dp_ranks(rank),
+        rank=rank % layout.dp_size,
+        heartbeat=heartbeat,
+        mesh=dp_mesh if fsdp else None,
+        device=device,
+    )
 
 
 def _stopped_by_launcher(signum, frame) -> None:

@@ -563,9 +563,7 @@ def collect_samples(
     return out
 
 
-def compare_samples(
-    samples: dict[str, list[Sample]], equivalent: Callable[[str, str], bool] | None = None
-) -> list[PairStats]:
+def compare_samples(samples: dict[str, list[Sample]], equivalent: Callable[[str, str], bool] | None = None) -> list[PairStats]:
     """Every pair of different models (first samples), plus each model against its seed
     twin when there is one; sorted by kappa (most decoupled first), then by -c."""
     models = list(samples)
@@ -582,8 +580,7 @@ def compare_samples(
 
 # Paper, Appendix A, Tables 6-7: the measured ranges of its coupled and decoupled pairs.
 PAPER_REFERENCE = (
-    "paper (Appendix A): cross-family pairs kappa <= 0.42, c >= 29.4%; "
-    "same-family and seed-only pairs kappa >= 0.51, c <= 24.6%"
+    "paper (Appendix A): cross-family pairs kappa <= 0.42, c >= 29.4%; same-family and seed-only pairs kappa >= 0.51, c <= 24.6%"
 )
 WEAK_PARTNER_RATIO = 0.5  # warn when a recommended partner is less than half as accurate
 
@@ -642,10 +639,18 @@ def build_report(
         | {"filters": {k: list(v) for k, v in settings.filters}},
         "problems": {"n": len(problems), "dropped_empty_answer": dropped, "ids": [p["id"] for p in problems]},
         "samples": [
-            {"name": s.name, "model": s.model, "seed": s.seed, "model_type": s.model_type, "accuracy": s.accuracy,
-             "no_answer_rate": sum(a is None for a in s.answers) / len(s.answers), "cache_hit": s.cache_hit,
-             "cache_file": s.cache_file}
-            for group in samples.values() for s in group
+            {
+                "name": s.name,
+                "model": s.model,
+                "seed": s.seed,
+                "model_type": s.model_type,
+                "accuracy": s.accuracy,
+                "no_answer_rate": sum(a is None for a in s.answers) / len(s.answers),
+                "cache_hit": s.cache_hit,
+                "cache_file": s.cache_file,
+            }
+            for group in samples.values()
+            for s in group
         ],  # fmt: skip
         "pairs": [{k: _finite_or_none(v) for k, v in p.as_dict().items()} for p in pairs],
         "kappa_c_correlation": correlation,

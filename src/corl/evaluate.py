@@ -100,6 +100,8 @@ def accuracy_by_group(correct: Sequence[bool], groups: Sequence[str]) -> dict[st
 
 
 @torch.no_grad()
-def greedy_accuracy(engine: RolloutEngine, prompts: Sequence[str], gold: Sequence[str], max_new_tokens: int, batch_prompts: int = 64) -> float:
+def greedy_accuracy(
+    engine: RolloutEngine, prompts: Sequence[str], gold: Sequence[str], max_new_tokens: int, batch_prompts: int = 64
+) -> float:
     answers, _ = sample_answers(engine, prompts, 1, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), batch_prompts)
     return score(answers, gold).accuracy

@@ -90,7 +90,9 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(delta) - delta - 1.0
 
 
-def aggregate_loss(per_token: torch.Tensor, mask: torch.Tensor, mode: str = "grpo", max_tokens: int | None = None) -> torch.Tensor:
+def aggregate_loss(
+    per_token: torch.Tensor, mask: torch.Tensor, mode: str = "grpo", max_tokens: int | None = None
+) -> torch.Tensor:
     """Reduce a per-token loss to a scalar.
 
     Args:

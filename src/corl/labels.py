@@ -110,8 +110,7 @@ def peer_labels(table: AnswersTable, min_agreement: float = 0.0) -> Labels:
 def self_labels(table: AnswersTable, min_agreement: float = 0.0) -> Labels:
     """TTRL (Zuo et al. 2025, arXiv:2504.16084): the label is the agent's own majority."""
     return [
-        [_thresholded(table.majority(n, b), min_agreement) for b in range(len(table.prompt_ids))]
-        for n in range(table.num_agents)
+        [_thresholded(table.majority(n, b), min_agreement) for b in range(len(table.prompt_ids))] for n in range(table.num_agents)
     ]
 
 
@@ -120,8 +119,10 @@ def ema_labels(table: AnswersTable, min_agreement: float = 0.0) -> Labels:
     if table.teacher_keys is None or table.teacher_answers is None:
         raise ValueError("label source 'ema' needs the EMA teachers' answers in the table")
     return [
-        [_thresholded(majority_vote(table.teacher_keys[n][b], table.teacher_answers[n][b]), min_agreement)
-         for b in range(len(table.prompt_ids))]
+        [
+            _thresholded(majority_vote(table.teacher_keys[n][b], table.teacher_answers[n][b]), min_agreement)
+            for b in range(len(table.prompt_ids))
+        ]
         for n in range(table.num_agents)
     ]
 

@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -91,8 +91,18 @@ class QuickstartOptions:
     @staticmethod
     def smoke(out: Path) -> QuickstartOptions:
         """A few-step run of every stage, for CI: the plumbing, not the result."""
-        return QuickstartOptions(steps=2, prompts_per_step=4, samples_per_prompt=4, train_size=64, val_size=8, test_size=16,
-                                 eval_every=1, pretrain_steps=10, out=out, progress=False)
+        return QuickstartOptions(
+            steps=2,
+            prompts_per_step=4,
+            samples_per_prompt=4,
+            train_size=64,
+            val_size=8,
+            test_size=16,
+            eval_every=1,
+            pretrain_steps=10,
+            out=out,
+            progress=False,
+        )
 
 
 # -- pieces ---------------------------------------------------------------------------------
@@ -149,30 +159,58 @@ def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             ea, eb = base_evals[a], base_evals[b]
-            rows.append(pair_stats(a, b, ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"]).as_dict())
+            rows.append(
+                pair_stats(a, b, ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"]).as_dict()
+            )
     for a in names:
         ea, eb = base_evals[a], resampled[a]
-        rows.append(pair_stats(a, f"{a} (2nd sample)", ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"],
-                               kind="seed").as_dict())
+        rows.append(
+            pair_stats(
+                a,
+                f"{a} (2nd sample)",
+                ea["sample_correct"],
+                eb["sample_correct"],
+                ea["sample_answers"],
+                eb["sample_answers"],
+                kind="seed",
+            ).as_dict()
+        )
     return rows
 
 
-def run_config(method: str, spec: Method, agents: list[tuple[str, Path, int]], opts: QuickstartOptions, seed: int, run_dir: Path) -> dict:
+def run_config(
+    method: str, spec: Method, agents: list[tuple[str, Path, int]], opts: QuickstartOptions, seed: int, run_dir: Path
+) -> dict:
     """The raw `corl train` config of one method's run (written to the run directory)."""
     return {
         "output_dir": str(run_dir),
         "device": "cpu",
         "agents": [{"name": name, "model": str(path), "lr": opts.lr, "seed": s} for name, path, s in agents],
-        "data": {"train": f"tiny:train:{opts.train_size}", "val": f"tiny:validation:{opts.val_size}", "val_split": "validation",
-                 "val_size": opts.val_size, "template": "{problem}\n", "instruction": ""},
-        "cohort": {"label_source": spec.label_source, "reward": spec.reward, "steps": opts.steps, "seed": seed,
-                   "prompts_per_step": opts.prompts_per_step, "samples_per_prompt": opts.samples_per_prompt,
-                   "max_new_tokens": opts.max_new_tokens, "min_agreement": opts.min_agreement},
+        "data": {
+            "train": f"tiny:train:{opts.train_size}",
+            "val": f"tiny:validation:{opts.val_size}",
+            "val_split": "validation",
+            "val_size": opts.val_size,
+            "template": "{problem}\n",
+            "instruction": "",
+        },
+        "cohort": {
+            "label_source": spec.label_source,
+            "reward": spec.reward,
+            "steps": opts.steps,
+            "seed": seed,
+            "prompts_per_step": opts.prompts_per_step,
+            "samples_per_prompt": opts.samples_per_prompt,
+            "max_new_tokens": opts.max_new_tokens,
+            "min_agreement": opts.min_agreement,
+        },
         "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": opts.progress},
     }
 
 
-def train_method(method: str, cohort: dict[str, Path], opts: QuickstartOptions, seed: int, test, say: Callable[[str], None]) -> dict:
+def train_method(
+    method: str, cohort: dict[str, Path], opts: QuickstartOptions, seed: int, test, say: Callable[[str], None]
+) -> dict:
     """Train one method (each agent alone, or the cohort together) and evaluate every agent."""
     spec = METHODS[method]
     names = list(cohort)
@@ -242,8 +280,10 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
                 deadline = opts.budget_s * (seed + 1) / opts.seeds
                 if finish > deadline:
                     skipped.append(f"{method} (seed {seed}): would end at ~{finish:.0f} s, past the {deadline:.0f} s budget")
-                    say(f"  {method}: skipped, would end at ~{finish:.0f} s, past the {deadline:.0f} s budget "
-                        f"(raise --budget-minutes to run it)")
+                    say(
+                        f"  {method}: skipped, would end at ~{finish:.0f} s, past the {deadline:.0f} s budget "
+                        f"(raise --budget-minutes to run it)"
+                    )
                     continue
             t0 = time.perf_counter()
             methods[method] = train_method(method, cohort, opts, seed, test, say)
@@ -335,21 +375,34 @@ def check_claims(results: dict) -> list[dict]:
     claims = []
     if "co-rl" in m and agents:
         pairs = [(a, _acc(m, "base", a), _acc(m, "co-rl", a)) for a in agents]
-        claims.append({"claim": "Co-RL above Base for every agent", "holds": all(c > b for _, b, c in pairs),
-                       "numbers": {a: {"base": b, "co-rl": c} for a, b, c in pairs}})
+        claims.append(
+            {
+                "claim": "Co-RL above Base for every agent",
+                "holds": all(c > b for _, b, c in pairs),
+                "numbers": {a: {"base": b, "co-rl": c} for a, b, c in pairs},
+            }
+        )
     if "co-rl" in m and "ttrl" in m:
         corl = statistics.fmean(_acc(m, "co-rl", a) for a in m["co-rl"])
         ttrl = statistics.fmean(_acc(m, "ttrl", a) for a in m["ttrl"])
-        claims.append({"claim": "Co-RL >= TTRL on the cohort average", "holds": corl >= ttrl, "numbers": {"co-rl": corl, "ttrl": ttrl}})
+        claims.append(
+            {"claim": "Co-RL >= TTRL on the cohort average", "holds": corl >= ttrl, "numbers": {"co-rl": corl, "ttrl": ttrl}}
+        )
     cross = [p["kappa"] for p in results["diversity"] if p["kind"] == "models"]
     seed = [p["kappa"] for p in results["diversity"] if p["kind"] == "seed"]
     if cross and seed:
-        claims.append({"claim": "cross-family kappa below the seed-only kappa", "holds": max(cross) < min(seed),
-                       "numbers": {"cross_family": cross, "seed_only": seed}})
+        claims.append(
+            {
+                "claim": "cross-family kappa below the seed-only kappa",
+                "holds": max(cross) < min(seed),
+                "numbers": {"cross_family": cross, "seed_only": seed},
+            }
+        )
     std = reward_std_trend(results)
     if std:
-        claims.append({"claim": "TTRL's reward std falls faster than Co-RL's",
-                       "holds": std["ttrl"] < std["co-rl"], "numbers": std})
+        claims.append(
+            {"claim": "TTRL's reward std falls faster than Co-RL's", "holds": std["ttrl"] < std["co-rl"], "numbers": std}
+        )
     return claims
 
 

@@ -23,6 +23,7 @@ Output and resume (what `corl rephrase` relies on):
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import hashlib
 import http.client
@@ -36,7 +37,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-import dataclasses
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -97,11 +97,29 @@ def clean_rewrite(text: str) -> str:
 
 # "1,234.5" (thousands groups of exactly three digits), "42", "3.14", ".5"; "1,2,3" is three numbers.
 _NUMBER = re.compile(r"(?<!\d)(?:\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d+)(?:\.\d+)?|(?<![\d.])\.\d+")
-_UNIT_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen"
-).split()
-_TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_UNIT_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS_WORDS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _SCALE_WORDS = {"dozen": 12, "hundred": 100, "thousand": 1000, "million": 1_000_000}
 _WORD_NUMBER = re.compile(
     r"\b(?:(?P<tens>" + "|".join(_TENS_WORDS) + r")(?:[-\s]+(?P<unit_after>" + "|".join(_UNIT_WORDS[1:10]) + r"))?"
@@ -619,8 +637,10 @@ def answer_agreement(
         for j, i in enumerate(range(start, stop)):
             va = majority_answer(texts[(2 * j) * samples : (2 * j + 1) * samples])
             vb = majority_answer(texts[(2 * j + 1) * samples : (2 * j + 2) * samples])
-            agree = va is not None and vb is not None and (
-                va.key == vb.key or is_equivalent(va.answer, vb.answer) or is_equivalent(vb.answer, va.answer)
+            agree = (
+                va is not None
+                and vb is not None
+                and (va.key == vb.key or is_equivalent(va.answer, vb.answer) or is_equivalent(vb.answer, va.answer))
             )  # is_equivalent reads (prediction, gold); neither wording is the gold here
             result.append(
                 AgreementRow(

@@ -73,8 +73,11 @@ def plot_dynamics(results: dict, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    panels = [("val", "val_accuracy", "validation accuracy (greedy)"), ("train", "reward_std_normalized", "reward std / first-step std"),
-              ("train", "completion_length", "completion length (tokens)")]
+    panels = [
+        ("val", "val_accuracy", "validation accuracy (greedy)"),
+        ("train", "reward_std_normalized", "reward std / first-step std"),
+        ("train", "completion_length", "completion length (tokens)"),
+    ]
     for ax, (kind, metric, title) in zip(axes, panels):
         for method, agent, run in runs:
             xs, ys = _series(read_metrics(run, kind), f"{agent}/{metric}")

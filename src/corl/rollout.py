@@ -45,7 +45,10 @@ class Rollout:
 
     @property
     def truncated(self) -> torch.Tensor:  # [N] bool: hit the token budget without EOS
-        has_eos = torch.isin(self.completion_ids, torch.tensor(self.eos_ids, device=self.input_ids.device)) & self.completion_mask.bool()
+        has_eos = (
+            torch.isin(self.completion_ids, torch.tensor(self.eos_ids, device=self.input_ids.device))
+            & self.completion_mask.bool()
+        )
         return ~has_eos.any(1)
 
 
@@ -102,7 +105,9 @@ class HFGenerateEngine:
         step = self.batch_size or prompt_ids.shape[0]
         for start in range(0, prompt_ids.shape[0], step):
             out = self.model.generate(
-                input_ids=prompt_ids[start : start + step], attention_mask=prompt_mask[start : start + step], generation_config=config
+                input_ids=prompt_ids[start : start + step],
+                attention_mask=prompt_mask[start : start + step],
+                generation_config=config,
             )
             completion = out.sequences[:, prompt_ids.shape[1] :]  # [n, c]
             scores = torch.stack(out.scores, dim=1).float()  # [n, c, V] processed logits

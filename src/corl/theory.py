@@ -75,7 +75,7 @@ def _powers(x: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _binomial_coefficients(k: int) -> np.ndarray:
     return np.array([math.comb(k, i) for i in range(k + 1)], dtype=float)
 

@@ -18,14 +18,20 @@ class MetricsLog:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and self.path.exists():
-            kept = [line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= resume_step]
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if _step_of(line) is not None and _step_of(line) <= resume_step
+            ]
             self.path.write_text("".join(line + "\n" for line in kept))
         self._file = self.path.open("a", encoding="utf-8")
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"), purge_step=None if resume_step is None else resume_step + 1)
+            self._tb = SummaryWriter(
+                str(Path(run_dir) / "tensorboard"), purge_step=None if resume_step is None else resume_step + 1
+            )
 
     def log(self, step: int, metrics: dict[str, float], kind: str = "train") -> None:
         record = {"step": step, "kind": kind, **{k: _clean(v) for k, v in metrics.items()}}

@@ -17,7 +17,6 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -31,15 +30,15 @@ def register(app: typer.Typer) -> None:
 
 
 def diversity(
-    models_args: Optional[list[str]] = typer.Argument(
+    models_args: list[str] | None = typer.Argument(
         None, metavar="MODELS", help="Models to compare (the same as listing them after --models)."
     ),
-    models: Optional[list[str]] = typer.Option(
+    models: list[str] | None = typer.Option(
         None, "--models", "-m", help="HF id, local path or tiny:<family>; `--models A B C` or repeat the option."
     ),
     data: str = typer.Option(..., "--data", help="JSONL / Parquet / CSV file or HF dataset name with problem and answer fields."),
-    split: Optional[str] = typer.Option(None, help="Split of an HF dataset (default train)."),
-    filters: Optional[list[str]] = typer.Option(
+    split: str | None = typer.Option(None, help="Split of an HF dataset (default train)."),
+    filters: list[str] | None = typer.Option(
         None, "--filter", help="Keep rows whose FIELD, as text, is one of the values: `level=3,4,5`. Repeat to AND."
     ),
     n: int = typer.Option(500, "--n", help="Problems: a fixed uniform subset of the filtered rows (0 = all)."),
@@ -50,16 +49,16 @@ def diversity(
     seed_pairs: bool = typer.Option(
         False, "--seed-pairs", help="Also sample each model with another seed: the paper's 'seed only' pairs."
     ),
-    anchor: Optional[str] = typer.Option(None, help="Rank the other models as partners for this one."),
+    anchor: str | None = typer.Option(None, help="Rank the other models as partners for this one."),
     template: str = typer.Option("{problem}\n{instruction}", help="Prompt text with {problem} and {instruction}."),
-    instruction: Optional[str] = typer.Option(None, help="Instruction text (default: reason step by step, answer in \\boxed{})."),
+    instruction: str | None = typer.Option(None, help="Instruction text (default: reason step by step, answer in \\boxed{})."),
     chat: bool = typer.Option(False, "--chat", help="Wrap prompts in each tokenizer's chat template."),
     problem_field: str = typer.Option("problem", help="Dataset field holding the problem."),
     answer_field: str = typer.Option("answer", help="Dataset field holding the reference answer."),
     batch_size: int = typer.Option(32, help="Prompts per generate call."),
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:1, ..."),
     out: Path = typer.Option(Path("runs/diversity"), "--out", help="Folder for diversity.json and kappa_heatmap.png."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Folder of cached samples (default OUT/cache)."),
+    cache: Path | None = typer.Option(None, "--cache", help="Folder of cached samples (default OUT/cache)."),
     refresh: bool = typer.Option(False, "--refresh", help="Sample again even where a cached sample matches."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object to stdout and nothing else."),
 ) -> None:

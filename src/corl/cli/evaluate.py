@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,7 +13,7 @@ def evaluate(
     models: list[str] = typer.Argument(..., help="Checkpoint folders, Hugging Face ids or tiny:<family>."),
     data: str = typer.Option(..., "--data", help="Dataset with answers: local JSONL/Parquet/CSV or HF name."),
     split: str = typer.Option("test", help="Split for Hugging Face datasets."),
-    n: Optional[int] = typer.Option(None, "--n", help="Evaluate the first N problems."),
+    n: int | None = typer.Option(None, "--n", help="Evaluate the first N problems."),
     k: int = typer.Option(4, "--k", min=1, help="Samples per problem for avg@k / maj@k / pass@k."),
     temperature: float = typer.Option(1.0, min=0.0),
     max_new_tokens: int = typer.Option(512, min=1),
@@ -24,7 +22,7 @@ def evaluate(
     template: str = typer.Option("{problem}\n{instruction}", help="Prompt text with {problem} and {instruction}."),
     instruction: str = typer.Option(DEFAULT_INSTRUCTION),
     chat: bool = typer.Option(False, help="Wrap prompts in each tokenizer's chat template."),
-    group_by: Optional[str] = typer.Option(None, help="Also report accuracy per value of this field (e.g. level, type)."),
+    group_by: str | None = typer.Option(None, help="Also report accuracy per value of this field (e.g. level, type)."),
     batch_prompts: int = typer.Option(32, min=1, help="Prompts per generate call."),
     seed: int = 0,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
@@ -57,10 +55,12 @@ def evaluate(
             engine = HFGenerateEngine(model, tok, add_special_tokens=not chat)
             prompts = [tmpl.render(p.texts[prompt_field], tok) for p in problems]
             task = bar.add_task(f"{name}", total=2 * len(prompts))
-            advance = lambda m: bar.advance(task, m)  # noqa: E731
+            advance = lambda m, task=task: bar.advance(task, m)  # noqa: E731
             torch.manual_seed(seed)
             greedy, _ = sample_answers(engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance)
-            sampled, lengths = sample_answers(engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance)
+            sampled, lengths = sample_answers(
+                engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance
+            )
             all_sampled.append(sampled)
             s = score(sampled, gold)
             entry = {"greedy": score(greedy, gold).accuracy, **s.as_dict(), "mean_length": sum(lengths) / len(lengths)}
@@ -79,7 +79,14 @@ def evaluate(
     for col in ("model", "greedy", f"avg@{k}", f"maj@{k}", f"pass@{k}", "mean length"):
         table.add_column(col)
     for name, e in results["models"].items():
-        table.add_row(name, f"{e['greedy']:.3f}", f"{e[f'avg@{k}']:.3f}", f"{e[f'maj@{k}']:.3f}", f"{e[f'pass@{k}']:.3f}", f"{e['mean_length']:.1f}")
+        table.add_row(
+            name,
+            f"{e['greedy']:.3f}",
+            f"{e[f'avg@{k}']:.3f}",
+            f"{e[f'maj@{k}']:.3f}",
+            f"{e[f'pass@{k}']:.3f}",
+            f"{e['mean_length']:.1f}",
+        )
     out = Console()
     out.print(table)
     for key, value in results.items():

@@ -12,8 +12,14 @@ class StepProgress:
         self.trainer = trainer
         self.names = trainer.names
         self.progress = Progress(
-            TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-            TextColumn("{task.description}"), console=console, disable=not trainer.cfg.logging.progress,
+            TextColumn("[bold]step"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+            disable=not trainer.cfg.logging.progress,
         )
         self.task = None
 

@@ -5,24 +5,26 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 
 def quickstart(
     out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where the runs, results.json and report.md go."),
-    methods: str = typer.Option("base,ttrl,co-rl,gt", help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, "
-                                "co-rewarding-ii, co-rl-same-family."),
+    methods: str = typer.Option(
+        "base,ttrl,co-rl,gt", help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, co-rewarding-ii, co-rl-same-family."
+    ),
     families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.tiny.families)."),
     seeds: int = typer.Option(1, min=1, help="Repeat the RL runs with N seeds; report mean ± std."),
     # None = the default of corl.quickstart.QuickstartOptions (not imported here: it loads torch).
-    steps: Optional[int] = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 25."),
-    lr: Optional[float] = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 5e-5."),
-    min_agreement: Optional[float] = typer.Option(None, min=0.0, max=1.0,
-                                                  help="Share of the K votes a voting method's label needs (0 = plain "
-                                                  "majority). Default: 0.6."),
-    budget_minutes: float = typer.Option(10.0, help="Wall-time budget: methods beyond base/ttrl/co-rl run only if predicted to finish within it."),
+    steps: int | None = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 25."),
+    lr: float | None = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 5e-5."),
+    min_agreement: float | None = typer.Option(
+        None, min=0.0, max=1.0, help="Share of the K votes a voting method's label needs (0 = plain majority). Default: 0.6."
+    ),
+    budget_minutes: float = typer.Option(
+        10.0, help="Wall-time budget: methods beyond base/ttrl/co-rl run only if predicted to finish within it."
+    ),
     smoke: bool = typer.Option(False, help="A few steps of every stage (CI): checks the plumbing, not the result."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with every measured number, nothing else."),
 ) -> None:

@@ -38,7 +38,9 @@ def rephrase(
     field: Annotated[str, typer.Option(help="Field holding the problem to rewrite.")] = "problem",
     id_field: Annotated[str, typer.Option(help="Field holding the row id (row index where absent).")] = "id",
     new_field: Annotated[str, typer.Option(help="Field that receives the rewrite.")] = "problem_rephrased",
-    backend: Annotated[str, typer.Option(help="openai: any OpenAI-compatible /chat/completions endpoint; hf: a local model.")] = "openai",
+    backend: Annotated[
+        str, typer.Option(help="openai: any OpenAI-compatible /chat/completions endpoint; hf: a local model.")
+    ] = "openai",
     base_url: Annotated[str, typer.Option(help="Endpoint base URL, up to and including /v1.")] = "https://api.openai.com/v1",
     api_key_env: Annotated[
         str, typer.Option(help="Environment variable holding the API key ('' for a server without authentication).")
@@ -56,7 +58,7 @@ def rephrase(
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of the rewriter (0 = greedy).")] = 0.7,
     max_tokens: Annotated[int, typer.Option(min=1, help="Token budget of one rewrite; a cut-off rewrite fails its row.")] = 1024,
     extra_body: Annotated[
-        str | None, typer.Option(help='JSON merged into each request body, e.g. \'{"top_p": 0.9}\'; null removes a key.')
+        str | None, typer.Option(help="JSON merged into each request body, e.g. '{\"top_p\": 0.9}'; null removes a key.")
     ] = None,
     device: Annotated[str, typer.Option(help="Device of local models: auto, cpu, cuda, cuda:1, ...")] = "auto",
     batch_size: Annotated[int, typer.Option(min=1, help="Prompts per generate call of local models.")] = 8,
@@ -64,13 +66,18 @@ def rephrase(
     check: Annotated[
         bool, typer.Option("--check", help="Solve both wordings K times with a local model and report majority-answer agreement.")
     ] = False,
-    check_model: Annotated[str | None, typer.Option(help="HF model that solves for --check (default: --model with --backend hf).")] = None,
+    check_model: Annotated[
+        str | None, typer.Option(help="HF model that solves for --check (default: --model with --backend hf).")
+    ] = None,
     check_samples: Annotated[int, typer.Option(min=1, help="K samples per wording for --check.")] = 8,
     check_rows: Annotated[int, typer.Option(min=0, help="Check a seeded random sample of this many rows (0 = all).")] = 0,
     check_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature for --check.")] = 1.0,
     check_max_tokens: Annotated[int, typer.Option(min=1, help="Completion budget per solution for --check.")] = 1024,
     check_template: Annotated[
-        str, typer.Option(help="Solver prompt for --check, like data.template of a run config ({problem}, {instruction}; \\n = newline).")
+        str,
+        typer.Option(
+            help="Solver prompt for --check, like data.template of a run config ({problem}, {instruction}; \\n = newline)."
+        ),
     ] = r"{problem}\n{instruction}",
     check_instruction: Annotated[str | None, typer.Option(help="{instruction} of --check-template (default: corl's).")] = None,
     check_report: Annotated[Path | None, typer.Option(help="Per-row check results (default <output stem>.check.jsonl).")] = None,
@@ -104,7 +111,9 @@ def rephrase(
     check_template = check_template.replace("\\n", "\n")  # a typed \n is a newline, as in YAML
     if "{problem}" not in check_template:
         raise typer.BadParameter("must contain the placeholder {problem}", param_hint="--check-template")
-    template = PromptTemplate(format=check_template, instruction=DEFAULT_INSTRUCTION if check_instruction is None else check_instruction)
+    template = PromptTemplate(
+        format=check_template, instruction=DEFAULT_INSTRUCTION if check_instruction is None else check_instruction
+    )
 
     try:
         rows = load_rows(data, split)

@@ -1,8 +1,8 @@
 """`corl theory`: Proposition 2 and Theorem 1, as ODEs and through corl's real code.
 
-    corl theory                          # tables on the terminal; runs/theory/theory.{png,json}
-    corl theory --json > theory.json     # one JSON object on stdout, nothing else
-    corl theory --k 3 --steps 120 --no-extras
+corl theory                          # tables on the terminal; runs/theory/theory.{png,json}
+corl theory --json > theory.json     # one JSON object on stdout, nothing else
+corl theory --k 3 --steps 120 --no-extras
 """
 
 from __future__ import annotations
@@ -37,9 +37,7 @@ def theory(
     from corl.theory import SimSettings, TheorySettings, plot_theory, run_theory
 
     if k < 2 or steps < 1 or groups < 1 or grid < 2 or example_questions < 2 or lr <= 0:
-        raise typer.BadParameter(
-            "need --k >= 2, --steps >= 1, --groups >= 1, --grid >= 2, --example-questions >= 2 and --lr > 0"
-        )
+        raise typer.BadParameter("need --k >= 2, --steps >= 1, --groups >= 1, --grid >= 2, --example-questions >= 2 and --lr > 0")
     console = Console(stderr=as_json)
     settings = TheorySettings(
         sim=SimSettings(k=k, groups=groups, steps=steps, lr=lr, seed=seed),
@@ -49,6 +47,7 @@ def theory(
     )
     start = time.perf_counter()
     progress = Console(stderr=True)
+
     def say(msg: str) -> None:
         progress.print(f"[dim]{time.perf_counter() - start:5.1f}s  {msg}[/dim]")
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 
 def train(
-    config: Optional[Path] = typer.Argument(None, help="Run config (YAML). Not needed with --resume."),
+    config: Path | None = typer.Argument(None, help="Run config (YAML). Not needed with --resume."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value: --set grpo.beta=0.01 (repeatable)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory from its last checkpoint."),
-    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory (default: the config's output_dir)."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the run in this directory from its last checkpoint."),
+    output_dir: Path | None = typer.Option(None, "--output-dir", "-o", help="Run directory (default: the config's output_dir)."),
 ) -> None:
     """Train a cohort with Co-RL (label_source peer), TTRL (self) or GT-Reward (truth)."""
     from rich.console import Console

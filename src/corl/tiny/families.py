@@ -122,9 +122,7 @@ class FamilySpec:
             )
         unknown = set(self.mixture) - set(TYPES)
         if unknown or not any(w > 0 for w in self.mixture.values()):
-            raise ValueError(
-                f"family {self.name!r}: mixture {self.mixture} needs positive weights over {', '.join(TYPES)}"
-            )
+            raise ValueError(f"family {self.name!r}: mixture {self.mixture} needs positive weights over {', '.join(TYPES)}")
 
     def fingerprint(self) -> str:
         """Short hash of every field that changes the pretrained weights (name and notes excluded)."""

@@ -219,9 +219,7 @@ def _build_lock(final: Path, progress: bool) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def ensure_pretrained(
-    name: str | FamilySpec, cache_dir: str | Path | None = None, progress: bool = True
-) -> Path:
+def ensure_pretrained(name: str | FamilySpec, cache_dir: str | Path | None = None, progress: bool = True) -> Path:
     """Directory of the pretrained family `name` (model + tokenizer), building it when missing.
 
     Args:
