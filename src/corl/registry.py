@@ -1,0 +1,57 @@
+"""A name -> implementation table: one list of names for each extension point.
+
+The config validates names against these tables, the code looks entries up in them,
+so a new rollout engine, label source, reward or task kind is one new module that
+registers itself, and no list of names is written twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+class UnknownName(ValueError):
+    """A name no entry of the registry has; the message lists the names it has."""
+
+
+class Registry:
+    """Entries registered by name; unknown names fail with the list of known ones."""
+
+    def __init__(self, kind: str, package: str | None = None):
+        self.kind = kind  # "label source", "reward", ...: used in error messages
+        self.package = package  # importing it registers the built-in entries
+        self._entries: dict[str, Any] = {}
+
+    def register(self, name: str, entry: Any = None) -> Callable:
+        """`registry.register("x", obj)`, or as a decorator: `@registry.register("x")`."""
+
+        def add(obj: Any) -> Any:
+            if name in self._entries and self._entries[name] is not obj:
+                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            self._entries[name] = obj
+            return obj
+
+        return add(entry) if entry is not None else add
+
+    def _load(self) -> None:
+        if self.package is not None:
+            importlib.import_module(self.package)
+
+    def get(self, name: str) -> Any:
+        self._load()
+        if name not in self._entries:
+            raise UnknownName(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
+        return self._entries[name]
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        self._load()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())

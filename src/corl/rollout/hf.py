@@ -1,0 +1,170 @@
+"""Hugging Face `generate` as a rollout engine: works on any device, samples from the
+very weights that train (so `sync_weights` has nothing to do)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from corl.rollout.base import Rollout, SamplingParams, SyncStats, completion_mask_from, eos_ids_of, pad_right
+from corl.rollout.registry import register_engine
+
+
+class _LogprobRecorder:
+    """A logits processor, run last, that keeps the log-prob of each *sampled* token.
+
+    `output_scores=True` would stack every step's processed logits into an [n, C, V]
+    tensor (tens of GB at a 151k vocabulary); this keeps one step's [n, V] log-softmax
+    and gathers the token the sampler picked from it at the next call.
+    """
+
+    def __init__(self) -> None:
+        self.previous: torch.Tensor | None = None  # [n, V] log-probs of the last step
+        self.picked: list[torch.Tensor] = []  # C x [n]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self._collect(input_ids[:, -1])
+        self.previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def _collect(self, tokens: torch.Tensor) -> None:
+        if self.previous is not None:
+            self.picked.append(self.previous.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))
+            self.previous = None
+
+    def finish(self, completion: torch.Tensor) -> torch.Tensor:
+        """[n, c] sampled completion -> [n, c] log-probs of its tokens."""
+        if completion.shape[1] > len(self.picked):
+            self._collect(completion[:, len(self.picked)])
+        if not self.picked:
+            return torch.zeros(completion.shape, dtype=torch.float32, device=completion.device)
+        return torch.stack(self.picked[: completion.shape[1]], dim=1)
+
+
+def _generation_config(params: SamplingParams, eos_ids: list[int], pad_id: int):
+    """Every field set here, none inherited from the checkpoint's generation_config.json
+    (a repetition penalty or min_p there would sample a distribution the loss does not score)."""
+    from transformers import GenerationConfig
+
+    greedy = params.temperature == 0
+    return GenerationConfig(
+        do_sample=not greedy,
+        # temperature and top-p are applied by our own processors (see `_processors`), so that
+        # the recorder runs after them; transformers adds its warpers after custom processors.
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,  # no hidden top-k (the library default is 50)
+        min_p=None,
+        typical_p=1.0,
+        epsilon_cutoff=0.0,
+        eta_cutoff=0.0,
+        repetition_penalty=1.0,
+        no_repeat_ngram_size=0,
+        encoder_repetition_penalty=1.0,
+        length_penalty=1.0,
+        bad_words_ids=None,
+        suppress_tokens=None,
+        begin_suppress_tokens=None,
+        forced_bos_token_id=None,
+        forced_eos_token_id=None,
+        min_new_tokens=0,
+        num_beams=1,
+        max_new_tokens=params.max_new_tokens,
+        eos_token_id=eos_ids,
+        pad_token_id=pad_id,
+        return_dict_in_generate=True,
+    )
+
+
+def _processors(params: SamplingParams, recorder: _LogprobRecorder):
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+
+    steps = []
+    if params.temperature not in (0, 1.0):
+        steps.append(TemperatureLogitsWarper(params.temperature))
+    if params.temperature != 0 and params.top_p < 1.0:
+        steps.append(TopPLogitsWarper(params.top_p))
+    return LogitsProcessorList([*steps, recorder])
+
+
+@contextlib.contextmanager
+def _own_generation_defaults(model, config):
+    """generate() fills unset fields from model.generation_config: give it ours meanwhile."""
+    saved = model.generation_config
+    model.generation_config = config
+    try:
+        yield
+    finally:
+        model.generation_config = saved
+
+
+@register_engine("hf")
+class HFGenerateEngine:
+    """Batched sampling with `model.generate`; the same weights that train."""
+
+    def __init__(self, model, tokenizer, batch_size: int | None = None, add_special_tokens: bool = True):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.add_special_tokens = add_special_tokens
+        self.eos_ids = eos_ids_of(model, tokenizer)
+
+    @classmethod
+    def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True) -> HFGenerateEngine:
+        return cls(model, tokenizer, batch_size=options.batch_size, add_special_tokens=add_special_tokens)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], num_samples: int, params: SamplingParams) -> Rollout:
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        device = next(self.model.parameters()).device
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+        prompt_ids = enc["input_ids"].repeat_interleave(num_samples, dim=0).to(device)  # [N, P]
+        prompt_mask = enc["attention_mask"].repeat_interleave(num_samples, dim=0).to(device)  # [N, P]
+        config = _generation_config(params, self.eos_ids, tok.pad_token_id)
+        was_training = self.model.training
+        self.model.eval()
+        chunks = []
+        step = self.batch_size or prompt_ids.shape[0]
+        with _own_generation_defaults(self.model, config):
+            for start in range(0, prompt_ids.shape[0], step):
+                recorder = _LogprobRecorder()
+                out = self.model.generate(
+                    input_ids=prompt_ids[start : start + step],
+                    attention_mask=prompt_mask[start : start + step],
+                    generation_config=config,
+                    logits_processor=_processors(params, recorder),
+                )
+                completion = out.sequences[:, prompt_ids.shape[1] :]  # [n, c]
+                chunks.append((completion, recorder.finish(completion)))
+        self.model.train(was_training)
+
+        width = max(c.shape[1] for c, _ in chunks)
+        completion = torch.cat([pad_right(c, width, tok.pad_token_id) for c, _ in chunks])  # [N, C]
+        sampling_logprobs = torch.cat([pad_right(lp, width, 0.0) for _, lp in chunks])  # [N, C]
+        mask = completion_mask_from(completion, self.eos_ids)
+        completion = torch.where(mask.bool(), completion, torch.full_like(completion, tok.pad_token_id))
+        texts = tok.batch_decode(completion, skip_special_tokens=True)
+        return Rollout(
+            input_ids=torch.cat([prompt_ids, completion], dim=1),
+            attention_mask=torch.cat([prompt_mask, mask], dim=1),
+            completion_mask=mask,
+            sampling_logprobs=sampling_logprobs * mask,
+            texts=texts,
+            prompt_length=prompt_ids.shape[1],
+            num_samples=num_samples,
+            eos_ids=tuple(self.eos_ids),
+        )
+
+    def sync_weights(self, model) -> SyncStats:
+        return SyncStats()  # generate runs on the training weights themselves
+
+    def sleep(self) -> None:
+        pass
+
+    def wake(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
