@@ -1,21 +1,25 @@
 """`corl rephrase` against a fake OpenAI-compatible server on loopback, and its checks by hand.
 
 The server (http.server in a thread, port 0) answers /v1/chat/completions and misbehaves
-on purpose for problems carrying a marker: [429x2] (two 429s, then an answer), [500x1],
-[slow1] (first answer later than the client's timeout), [garbage] (200 with a body that
-is not JSON, always), [garbage1] (once), [400] (a client error, not retried), [hold]
-(no answer until the test releases it).
+on purpose for problems carrying a marker: [429x2] (two 429s with Retry-After: 0, then an
+answer), [429ra=S] (one 429 with Retry-After: S), [500x1], [slow1] (first answer later
+than the client's timeout), [garbage] (200 with a body that is not JSON, always),
+[garbage1] (once), [400] (a client error, not retried), [hold] (no answer until the test
+releases it). The client is the real `openai` SDK talking HTTP to it; nothing is mocked.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,14 +36,12 @@ from corl.rephrase import (
     RephraseError,
     RequestFailed,
     RewriteJournal,
-    backoff_delay,
     build_messages,
     clean_rewrite,
     dropped_numbers,
     http_rewriter,
     journal_path,
     numbers_in,
-    parse_retry_after,
     rephrase_rows,
     spelled_numbers,
 )
@@ -59,6 +61,7 @@ class FakeChatServer:
         self.counts: Counter[str] = Counter()  # problem -> requests received
         self.auth: list[str | None] = []
         self.bodies: list[dict] = []
+        self.in_flight = self.max_in_flight = 0  # requests being answered now, and the most at once
         self.healthy = False  # True: every marker is ignored (the outage is over)
         self.release = threading.Event()
         self.lock = threading.Lock()
@@ -69,6 +72,16 @@ class FakeChatServer:
                 pass
 
             def do_POST(self):
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._answer()
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _answer(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 problem = body["messages"][-1]["content"]
                 with server.lock:
@@ -86,6 +99,8 @@ class FakeChatServer:
                 if not server.healthy:
                     if "[429x2]" in problem and n <= 2:
                         return self._send(429, b'{"error": "rate limited"}', {"Retry-After": "0"})
+                    if (wait := re.search(r"\[429ra=([^\]]+)\]", problem)) and n <= 1:
+                        return self._send(429, b'{"error": "rate limited"}', {"Retry-After": wait.group(1)})
                     if "[500x1]" in problem and n <= 1:
                         return self._send(500, b'{"error": "oops"}')
                     if "[slow1]" in problem and n <= 1:
@@ -212,23 +227,6 @@ def test_clean_rewrite_drops_a_think_block():
     assert clean_rewrite("  plain  ") == "plain"
 
 
-def test_parse_retry_after_and_backoff():
-    assert parse_retry_after("3") == 3.0
-    assert parse_retry_after("0.25") == 0.25
-    assert parse_retry_after("-4") == 0.0
-    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
-    # An HTTP date 30 s after "now" (Sun, 06 Nov 1994 08:49:37 GMT is 784111777).
-    assert parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now=784111777) == pytest.approx(30.0)
-
-    import random
-
-    rng = random.Random(0)
-    # base 1 s: attempt 1 waits in [0.5, 1], attempt 3 in [2, 4], attempt 10 is capped at 60 -> [30, 60].
-    for attempt, low, high in ((1, 0.5, 1.0), (3, 2.0, 4.0), (10, 30.0, 60.0)):
-        for _ in range(20):
-            assert low <= backoff_delay(attempt, 1.0, 60.0, rng) <= high
-
-
 # ---------------------------------------------------------------- the HTTP client
 
 
@@ -258,37 +256,107 @@ def test_client_does_not_retry_400_or_cut_off_rewrites(server):
     assert server.requests_for("[400]") == 1 and server.requests_for("[cut]") == 1
 
 
-def test_client_honours_retry_after(server):
-    """The wait before a retry is the server's Retry-After (capped), not the backoff."""
-    client = client_for(server, base_delay=5.0, max_delay=0.5)
-    waits = []
-
-    class RecordingStop:  # stands in for threading.Event: records waits, never sleeps
-        def wait(self, seconds):
-            waits.append(seconds)
-            return False
-
-    client.stop = RecordingStop()
-    client.complete(build_messages("[429x2] 2 pens", "R"))
-    assert waits == [0.0, 0.0]  # Retry-After: 0 twice
-    client.complete(build_messages("[500x1] 2 pens", "R"))
-    assert 0.25 <= waits[-1] <= 0.5  # no Retry-After: backoff min(5, cap 0.5) * jitter [0.5, 1]
+def timed_complete(client, problem: str) -> float:
+    start = time.monotonic()
+    assert client.complete(build_messages(problem, "R")) == "In a shop, " + problem
+    return time.monotonic() - start
 
 
-def test_api_key_is_scrubbed_and_401_is_fatal(server):
+def test_client_waits_as_retry_after_says_capped_by_max_delay(server):
+    """Lower bounds only (a busy CPU makes waits longer, never shorter), and one cap far from its bound."""
+    # Retry-After: 0.6 is waited out although the backoff would be ~1 ms.
+    assert timed_complete(client_for(server, base_delay=0.001, max_delay=5.0), "[429ra=0.6] 2 pens") >= 0.6
+    # Retry-After: 30 is cut to max_delay (the SDK alone would wait the full 30 s).
+    assert timed_complete(client_for(server, base_delay=0.001, max_delay=0.05), "[429ra=30] 2 pens") < 10
+    # No Retry-After: the backoff, base_delay halved at most by the jitter.
+    assert timed_complete(client_for(server, base_delay=0.4, max_delay=5.0), "[500x1] 2 pens") >= 0.2
+    assert server.requests_for("[429ra=") == 4 and server.requests_for("[500x1]") == 2
+
+
+def assert_no_key(key: str, err: BaseException, *texts: str) -> None:
+    """The key is in no error text (the whole traceback included) and no log or printed line."""
+    assert err.__context__ is None and err.__cause__ is None  # no SDK exception (holding the server's echo) chained
+    assert key not in "".join(traceback.format_exception(err))
+    for text in texts:
+        assert key not in text
+
+
+def test_401_fails_at_once_naming_the_endpoint_not_the_key(server, caplog, capsys):
+    caplog.set_level(logging.DEBUG)  # the SDK's and the HTTP stack's debug logs too
     client = OpenAIChatClient(server.base_url, "m", "sk-wrong-key-123", **FAST)
     with pytest.raises(FatalRequestError) as err:
         client.complete(build_messages("1+1", "R"))
-    assert "401" in str(err.value) and "check the API key" in str(err.value)
-    assert "sk-wrong-key-123" not in str(err.value) and "***" in str(err.value)
-    assert "sk-wrong-key-123" not in repr(client)
+    message = str(err.value)
+    assert "HTTP 401" in message and "check the API key" in message and f"{server.base_url}/chat/completions" in message
+    assert "bad key Bearer ***" in message  # the server echoed the key; the body snippet has it replaced
+    assert server.counts["1+1"] == 1  # not retried
+    assert server.auth == ["Bearer sk-wrong-key-123"]  # it was sent, so the echo really held it
+    assert caplog.records  # the logs were captured, so the next check can fail
+    assert_no_key("sk-wrong-key-123", err.value, repr(client), caplog.text, *capsys.readouterr())
 
 
-def test_connection_errors_are_retried_then_reported():
-    client = OpenAIChatClient("http://127.0.0.1:9/v1", "m", SECRET, timeout=0.2, max_retries=1, base_delay=0.001, max_delay=0.001)
-    with pytest.raises(RequestFailed, match="gave up after 2 attempts") as err:
+def test_without_a_key_no_authorization_header_is_sent(server, monkeypatch):
+    """The SDK would fall back to OPENAI_API_KEY; a server picked with --api-key-env '' must not get it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    with pytest.raises(FatalRequestError, match="HTTP 401"):  # the fake server wants a key
+        OpenAIChatClient(server.base_url, "m", None, **FAST).complete(build_messages("1+1", "R"))
+    assert server.auth == [None]
+
+
+@pytest.fixture
+def hang_up_server():
+    """A TCP server that accepts each connection and closes it without answering; counts connections."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed by the test
+                return
+            accepted.append(conn)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1", accepted
+    listener.close()
+
+
+def test_connection_errors_are_retried_then_reported_without_the_key(hang_up_server, caplog, capsys):
+    caplog.set_level(logging.DEBUG)
+    base_url, accepted = hang_up_server
+    client = OpenAIChatClient(base_url, "m", SECRET, **(FAST | {"max_retries": 2}))
+    with pytest.raises(RequestFailed, match=f"gave up after 3 attempts.*cannot connect to {base_url}/chat/completions") as err:
         client.complete(build_messages("1+1", "R"))
-    assert SECRET not in str(err.value)
+    assert len(accepted) == 3  # the first try and two retries
+    assert caplog.records
+    assert_no_key(SECRET, err.value, caplog.text, *capsys.readouterr())
+
+    with socket.create_server(("127.0.0.1", 0)) as s:  # a port nobody listens on once this closes
+        refused = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    with pytest.raises(RequestFailed, match="gave up after 2 attempts.*cannot connect.*refused") as err:
+        OpenAIChatClient(refused, "m", SECRET, **(FAST | {"max_retries": 1})).complete(build_messages("1+1", "R"))
+    assert_no_key(SECRET, err.value)
+
+
+def test_requests_in_flight_never_exceed_the_concurrency(server, tmp_path):
+    rows = [{"id": i, "problem": f"{i} pens [hold]"} for i in range(8)]
+    client = client_for(server, timeout=30)  # held requests must not time out and be retried
+    result = {}
+    run = threading.Thread(
+        target=lambda: result.update(report=rephrase_rows(rows, tmp_path / "o.jsonl", http_rewriter(client, 3)))
+    )
+    run.start()
+    deadline = time.monotonic() + 20
+    while sum(server.counts.values()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # time for a 4th request to arrive, were one allowed
+    assert sum(server.counts.values()) == 3
+    server.release.set()
+    run.join(30)
+    assert result["report"].rewritten == 8 and server.max_in_flight == 3
+    assert all(n == 1 for n in server.counts.values())
 
 
 # --------------------------------------------------------------- journal and resume
