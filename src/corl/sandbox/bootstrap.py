@@ -1,0 +1,45 @@
+"""The launcher that runs first inside the sandbox: drop to the sandbox uid, run the program, record its exception.
+
+It is passed to the interpreter with `-c`, so it has to be self-contained source. The
+record goes to a file in the work dir rather than being parsed from stderr, because
+stderr is truncated and the program may print anything there.
+"""
+
+BOOTSTRAP = r"""
+import os, sys, json, traceback
+_uid = int(sys.argv[1])
+_record_path = os.path.abspath(sys.argv[2])
+_program = os.path.abspath(sys.argv[3])
+if _uid >= 0:
+    os.setgroups([])
+    os.setgid(_uid)
+    os.setuid(_uid)
+def _record(kind, message, errno=None):
+    try:
+        with open(_record_path, "w") as f:
+            json.dump({"kind": kind, "message": message[:2000], "errno": errno}, f)
+    except BaseException:
+        pass
+sys.argv = [_program]
+sys.path[0] = os.path.dirname(_program)
+_globals = {"__name__": "__main__", "__file__": _program, "__builtins__": __builtins__}
+try:
+    with open(_program, encoding="utf-8") as f:
+        _code = compile(f.read(), _program, "exec")
+    del f
+    exec(_code, _globals)
+except SystemExit as e:
+    if e.code not in (None, 0):
+        _record("SystemExit", str(e.code))
+    raise
+except BaseException as e:
+    _kind, _message, _errno = type(e).__name__, str(e), getattr(e, "errno", None)
+    del e
+    _globals.clear()
+    _record(_kind, _message, _errno if isinstance(_errno, int) else None)
+    try:
+        traceback.print_exc()
+    except BaseException:
+        pass
+    sys.exit(1)
+"""

@@ -1,0 +1,81 @@
+"""What a sandboxed run reports: one status, the (truncated) output and the time it took."""
+
+from __future__ import annotations
+
+import errno as errno_codes
+import signal
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Status(str, Enum):
+    """How a program ended; exactly one applies."""
+
+    OK = "ok"  # exit code 0
+    ERROR = "error"  # an exception (error_kind, error_message) or a nonzero exit
+    TIMEOUT = "timeout"  # wall or CPU time limit
+    MEMORY = "memory"  # MemoryError under the address-space limit
+    OUTPUT_LIMIT = "output_limit"  # too much stdout/stderr, or a file over the size limit
+    KILLED = "killed"  # died by a signal the sandbox did not send (segfault, self-kill)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One program's outcome."""
+
+    status: Status
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    error_kind: str | None = None  # exception class name, signal name, or "exit"
+    error_message: str | None = None
+    truncated: bool = False  # stdout/stderr were cut at Limits.output_bytes
+    isolation: str = "none"  # the backend that ran it: bwrap, unshare or none
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+def signal_name(signum: int) -> str:
+    """SIGKILL for 9; the number for signals Python has no name for."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def classify(returncode: int, exc: dict | None, killed_by_us: str | None) -> tuple[Status, str | None, str | None]:
+    """(status, error_kind, error_message) from the exit, the bootstrap's exception record and our own kill."""
+    if killed_by_us == "timeout":
+        return Status.TIMEOUT, "timeout", "wall time limit"
+    if killed_by_us == "output":
+        return Status.OUTPUT_LIMIT, "output_limit", "stdout/stderr over the limit"
+    if exc is not None and exc.get("kind") != "SystemExit":
+        kind, message = exc.get("kind"), exc.get("message")
+        if kind == "MemoryError":
+            return Status.MEMORY, kind, message
+        if exc.get("errno") == errno_codes.EFBIG:
+            return Status.OUTPUT_LIMIT, kind, message
+        return Status.ERROR, kind, message
+    signum = _signal_of(returncode, exc)
+    if signum == signal.SIGXCPU:
+        return Status.TIMEOUT, signal_name(signum), "CPU time limit"
+    if signum == signal.SIGXFSZ:
+        return Status.OUTPUT_LIMIT, signal_name(signum), "file size limit"
+    if signum is not None:
+        return Status.KILLED, signal_name(signum), None
+    if returncode == 0:
+        return Status.OK, None, None
+    return Status.ERROR, "exit", f"exit code {returncode}"
+
+
+def _signal_of(returncode: int, exc: dict | None) -> int | None:
+    """The signal that ended the program: negative codes, or the shell-style 128+n of wrappers."""
+    if returncode < 0:
+        return -returncode
+    # bwrap reports a child's death by signal n as 128+n; a recorded SystemExit tells a real exit apart.
+    if 128 < returncode <= 128 + 64 and exc is None:
+        return returncode - 128
+    return None
