@@ -1,0 +1,42 @@
+"""Final answers of math completions: extract them, key them for votes, grade them.
+
+* `extract_answer(text, mode="strict")` (`extract`): what did the completion commit to?
+* `answer_key(answer)` (`keys`): which vote does it count for? A canonical string from
+  string rewrites and exact rationals: tens of microseconds, deterministic, never raises;
+  equal keys imply `is_equivalent`.
+* `is_equivalent(pred, gold)` (`equivalence`): does the prediction earn the reward? Keys,
+  structure, exact numbers and the fast reader (`reader`), then math-verify in a pebble
+  pool with a deadline per call (`symbolic`).
+* `grade(completion_text, gold)`: the reward of one completion.
+
+The rules where graders disagree (order, repeats, rounding, percent, units, named values)
+are in `conventions`, in one place.
+"""
+
+from __future__ import annotations
+
+from corl.answers.equivalence import answer_part, is_equivalent
+from corl.answers.extract import EXTRACTION_MODES, extract_answer
+from corl.answers.keys import MAX_ANSWER_CHARS, answer_key
+from corl.answers.reader import MAX_SYMBOLIC_CHARS
+from corl.answers.symbolic import DEFAULT_TIMEOUT_S, POOL, WORKER_STARTUP_S
+
+
+def grade(completion_text: str | None, gold: str, timeout: float = DEFAULT_TIMEOUT_S, mode: str = "strict") -> bool:
+    """Reward of a completion: its extracted final answer is equivalent to `gold`."""
+    answer = extract_answer(completion_text, mode)
+    return answer is not None and is_equivalent(answer, answer_part(str(gold)), timeout)
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "EXTRACTION_MODES",
+    "MAX_ANSWER_CHARS",
+    "MAX_SYMBOLIC_CHARS",
+    "POOL",
+    "WORKER_STARTUP_S",
+    "answer_key",
+    "extract_answer",
+    "grade",
+    "is_equivalent",
+]

@@ -1,0 +1,224 @@
+"""Equivalence of two answers, in four layers, each asked only when the one before cannot decide.
+
+1. equal keys; 2. structure (tuples and intervals, sets and lists of solutions, unions,
+matrices) compared part by part under `conventions`; 3. exact numbers as rationals, other
+expressions by the fast reader at fixed points (`reader`); 4. math-verify in the pool
+(`symbolic`) for the notation the reader does not know (``\\log_2``, primes, ...).
+
+Fixes over math-verify alone, each measured in benchmarks/answers_accuracy.py: bases
+(``40_8`` is 32, never ``40_9``), percent (``12.5\\%`` is 12.5 too), exact decimals (no
+6-place rounding), bracket types and order, choice letters and text answers compared as
+such, named values and chains, one box per solution, and the deadline in any thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections import Counter
+
+from corl.answers.keys import MAX_ANSWER_CHARS, WORDS, analyze, choice, element_key, scalar_key, struct_key
+from corl.answers.normalize import BOX, balanced, clean, split_top
+from corl.answers.numbers import Number, number, numbers_equal
+from corl.answers.reader import MAX_SYMBOLIC_CHARS, TOWER, numeric_verdict
+from corl.answers.structure import Struct, element_structure
+from corl.answers.symbolic import DEFAULT_TIMEOUT_S, POOL, Deadline, Timeout
+
+logger = logging.getLogger(__name__)
+
+_MAX_UNMATCHED = 16  # elements of a set left after key matching that are compared pairwise
+_CHOICE_WITH_TEXT = re.compile(r"^\(([A-Z])\)\s*\S")
+_BASE_NUMERAL = re.compile(r"[0-9A-Z)]_\{?\(?\d")
+_INFINITY = re.compile(r"^[-+]?\\infty$")
+_RELATION = re.compile(r"<|>|\\[lg]eq?(?![a-zA-Z])|\\[lg]t(?![a-zA-Z])")
+_PROSE = re.compile(r"[A-Za-z]{3,}\s+[A-Za-z]{3,}")
+
+
+def _alternatives(s: str) -> list[str]:
+    """The readings of a scalar: ``A \\approx B`` is A and also B (see conventions)."""
+    parts = split_top(s, "\\approx")
+    if len(parts) < 2 or not all(parts):
+        return [s]
+    return [clean(x) for x in (parts[0], parts[-1])]
+
+
+def _scalar_equiv(p: str, g: str, deadline: Deadline) -> bool:
+    ps, gs = _alternatives(p), _alternatives(g)
+    if len(ps) > 1 or len(gs) > 1:
+        return any(_equiv_clean(a, b, deadline) for a in ps for b in gs)
+    return _one_scalar_equiv(p, g, deadline)
+
+
+def _one_scalar_equiv(p: str, g: str, deadline: Deadline) -> bool:
+    pc, gc = p.replace(" ", ""), g.replace(" ", "")
+    if scalar_key(p) == scalar_key(g):
+        return True
+    if not pc or not gc or not balanced(pc) or not balanced(gc):  # an empty or broken element
+        return False
+    gl, pl = choice(gc), choice(pc)
+    if gl or pl:  # why: a choice letter is not a symbol to be simplified
+        m = _CHOICE_WITH_TEXT.match(p)
+        return gl is not None and (gl == pl or (m is not None and m.group(1) == gl))
+    pn, gn = number(pc), number(gc)
+    if pn is not None and gn is not None:
+        return numbers_equal(pn, gn)
+    if (pn is None and _BASE_NUMERAL.search(pc)) or (gn is None and _BASE_NUMERAL.search(gc)):
+        return False  # why: sympy drops the base of a numeral; "29_8" is no number at all
+    if _INFINITY.match(pc) or _INFINITY.match(gc):
+        return False  # their keys differ: -\infty and \infty, or \infty and a number
+    if p.startswith("\\text{") or g.startswith("\\text{") or (WORDS.match(p) and WORDS.match(g)):
+        return False  # text answers: their keys (case aside) had to be equal
+    p, g = _drop_percent(p, pn), _drop_percent(g, gn)
+    verdict = numeric_verdict(p, g, pn, gn)
+    if verdict is not None:
+        return verdict
+    return _symbolic(p, g, deadline)
+
+
+def _drop_percent(s: str, n: Number | None) -> str:
+    return s[:-2].strip() if s.endswith("\\%") and n is None else s
+
+
+def _symbolic(p: str, g: str, deadline: Deadline) -> bool:
+    """math-verify on two scalars, in the pool, refusing what can only be pathological."""
+    for s in (p, g):
+        if len(s) > MAX_SYMBOLIC_CHARS or TOWER.search(s):
+            return False
+    return POOL.check(p, g, deadline)
+
+
+def _distinct(items: tuple) -> list:
+    """The items without repeats (by key): an unordered collection counts each element once."""
+    seen, out = set(), []
+    for x in items:
+        k = element_key(x)
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    return out
+
+
+def _match_unordered(ps: tuple, gs: tuple, deadline: Deadline) -> bool:
+    """Each distinct element of ps equals a distinct element of gs, and none is left over."""
+    ps, gs = _distinct(ps), _distinct(gs)
+    if len(ps) != len(gs):
+        return False
+    keys = Counter(element_key(g) for g in gs)
+    rest_p = []
+    for p in ps:  # equal keys first: linear, and the usual case
+        k = element_key(p)
+        if keys[k]:
+            keys[k] -= 1
+        else:
+            rest_p.append(p)
+    rest_g = [g for g in gs if keys[element_key(g)]]  # the elements of gs no p took by key
+    if len(rest_p) > _MAX_UNMATCHED:  # pairwise checks would be quadratic
+        return False
+    for p in rest_p:
+        hit = next((i for i, g in enumerate(rest_g) if _equiv_clean(p, g, deadline)), None)
+        if hit is None:
+            return False
+        rest_g.pop(hit)
+    return True
+
+
+def _in_order(a: tuple, b: tuple, deadline: Deadline) -> bool:
+    return len(a) == len(b) and all(_equiv_clean(x, y, deadline) for x, y in zip(a, b))
+
+
+def _equiv_clean(p: str, g: str, deadline: Deadline) -> bool:
+    deadline.left()
+    return _struct_equiv(element_structure(p), element_structure(g), p, g, deadline)
+
+
+def _named_equiv(a: Struct, b: Struct, deadline: Deadline) -> bool:
+    """Two lists of named values: the same names with equal values, in any order."""
+    da, db = dict(zip(a.names, a.items)), dict(zip(b.names, b.items))
+    return da.keys() == db.keys() and all(_equiv_clean(da[n], db[n], deadline) for n in da)
+
+
+def _struct_equiv(a: Struct, b: Struct, p: str, g: str, deadline: Deadline) -> bool:
+    if struct_key(a) == struct_key(b):
+        return True
+    kinds = {a.kind, b.kind}
+    if kinds == {"scalar"}:
+        return _scalar_equiv(a.items[0], b.items[0], deadline)
+    if kinds == {"seq"}:  # why: (3,4] is not (3,4); a tuple is ordered
+        return a.ends == b.ends and _in_order(a.items, b.items, deadline)
+    if a.names and b.names:
+        return _named_equiv(a, b, deadline)
+    if kinds <= {"set", "list"} or kinds in ({"union"}, {"union", "list"}):
+        # solutions, set elements, union parts are unordered ("x < 3 or x > 5" is a union)
+        return _match_unordered(a.items, b.items, deadline)
+    if kinds == {"seq", "list"}:  # "1, 2" for the point (1, 2): same elements in order
+        seq = a if a.kind == "seq" else b
+        return seq.ends == "()" and _in_order(a.items, b.items, deadline)
+    if kinds == {"matrix"}:
+        return (
+            len(a.items) == len(b.items)
+            and all(len(r) == len(s) for r, s in zip(a.items, b.items))
+            and all(_equiv_clean(x, y, deadline) for r, s in zip(a.items, b.items) for x, y in zip(r, s))
+        )
+    if "scalar" in kinds and kinds & {"seq", "union"}:  # "x > 3" for (3, \infty)
+        scalar = a if a.kind == "scalar" else b
+        if _RELATION.search(scalar.items[0]):
+            return _symbolic(p, g, deadline)
+    return False
+
+
+def _as_equations(pred: str, gold: str, deadline: Deadline) -> bool:
+    """``y = -x/2 + 3/4`` against ``2x + 4y - 3 = 0``: compared as equations once one side is one."""
+    rp, rg = clean(pred, False), clean(gold, False)
+    sides = [len(split_top(s, "=")) == 2 for s in (rp, rg)]
+    if not all(sides) or (rp, rg) == (clean(pred), clean(gold)):
+        return False
+    return _one_scalar_equiv(rp, rg, deadline)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _equivalent_cached(pred: str, gold: str, timeout: float) -> bool:
+    deadline = Deadline(timeout)
+    p, ps, pk = analyze(pred)
+    g, gs, gk = analyze(gold)
+    if not p or not g:  # a blank answer (\text{}, \quad) is no answer
+        return False
+    if pk == gk or _struct_equiv(ps, gs, p, g, deadline):
+        return True
+    return "=" in pred and "=" in gold and _as_equations(pred, gold, deadline)
+
+
+def answer_part(s: str) -> str:
+    """The answer in s: its final boxed answer when s is a solution with prose around boxes."""
+    if BOX.search(s) and _PROSE.search(BOX.sub("", s)):
+        from corl.answers.extract import extract_answer
+
+        return extract_answer(s) or s
+    return s
+
+
+def is_equivalent(pred: str | None, gold: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Whether answer `pred` is mathematically the answer `gold`, as MATH/GSM8K graders judge.
+
+    Never raises and never runs past `timeout` seconds (plus the pool's one-time start);
+    a check that would is answered False.
+    """
+    if pred is None or gold is None:
+        return False
+    pred, gold = answer_part(str(pred).strip()), answer_part(str(gold).strip())
+    if not pred or not gold:
+        return False
+    if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
+        return analyze_key(pred) == analyze_key(gold)
+    try:
+        return _equivalent_cached(pred, gold, timeout)
+    except Timeout:  # not cached: the next call may have the time
+        return False
+    except Exception:
+        logger.debug("answer check failed for %r vs %r", pred[:80], gold[:80], exc_info=True)
+        return False
+
+
+def analyze_key(s: str) -> str:
+    """The key of an answer too long to analyse: its text, whitespace aside."""
+    return " ".join(s.split())

@@ -1,0 +1,234 @@
+"""Cleaning: the notation that never changes an answer's value, removed before keys and checks.
+
+math-verify normalises LaTeX too, but inside its 40-130 ms parse and without the MATH
+conventions below (bases, text answers, one box per solution); this runs in microseconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from corl.answers.conventions import named_value
+
+BOX = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+
+
+def closing_brace(s: str, start: int) -> int:
+    """Index of the brace closing s[start] == '{' (TeX escapes skipped), or -1."""
+    depth, i, n = 0, start, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def balanced(s: str) -> bool:
+    """True when every unescaped brace of s is matched."""
+    depth, i = 0, 0
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(s[i], 0)
+        if depth < 0:
+            return False
+        i += 1
+    return depth == 0
+
+
+def split_top(s: str, sep: str) -> list[str]:
+    """s split at `sep` outside any bracket (``\\{``, ``\\}`` count as brackets)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        if depth == 0 and s.startswith(sep, i):
+            parts.append(s[start:i])
+            start = i = i + len(sep)
+            continue
+        c = s[i]
+        if c == "\\" and i + 1 < len(s) and not s[i + 1].isalpha():
+            c = s[i + 1] if s[i + 1] in "{}" else "\0"
+            i += 1  # an escaped character: "\\{" still nests, "\\," never splits
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        i += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
+
+
+_UNICODE = {
+    "−": "-",
+    "–": "-",
+    "π": "\\pi ",
+    "∞": "\\infty ",
+    "°": "^\\circ",
+    "×": "\\times ",
+    "·": "\\cdot ",
+    "≤": "\\le ",
+    "≥": "\\ge ",
+    "∪": "\\cup ",
+    "√": "\\sqrt",
+    "±": "\\pm ",
+    "≈": "\\approx ",
+    "\u00a0": " ",
+}
+_ADJACENT_BOXES = re.compile(r"\}\s*(?=\\(?:boxed|fbox)\s*\{)")  # \boxed{1}\boxed{2} is 1, 2
+_DELIMS = re.compile(r"\\\$|\$|(?<!\\)\\[()\[\]]")
+_STYLE = re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits)(?![a-zA-Z])")
+_SIZING = re.compile(r"\\(?:left|right|bigg?|Bigg?)[lr]?(?![a-zA-Z])\.?")
+_THOUSANDS = re.compile(r"(?<=\d)\s*(?:,\s*\\!|\{,\}|\\,|\\!|,\\ )\s*(?=\d{3}(?!\d))")
+# a \quad parts two answers, except before a unit ("0.25 \quad \text{cm}")
+_QUAD = re.compile(r"\\q?quad(?![a-zA-Z])(?!\s*\\(?:text|mbox|mathrm)\s*\{\s*(?!(?:and|or)\s*\})[A-Za-z])")
+_SEP = "\ue000"  # a \quad between two answers, until the separators are read
+_SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad(?![a-zA-Z])|~|\\hspace\{[^{}]*\}")
+_FRACS = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
+_TOKEN = r"(\d|[a-zA-Z]|\\[a-zA-Z]+)"
+_FRAC_SHORT = [
+    (re.compile(r"\\frac\s*" + _TOKEN + r"\s*" + _TOKEN), r"\\frac{\1}{\2}"),
+    (re.compile(r"\\frac\s*" + _TOKEN + r"\s*\{"), r"\\frac{\1}{"),
+    (re.compile(r"\\frac\s*(\{[^{}]*\})\s*" + _TOKEN), r"\\frac\1{\2}"),
+    (re.compile(r"\\sqrt\s*" + _TOKEN), r"\\sqrt{\1}"),
+]
+_PERCENT = re.compile(r"\s*(?:\\?%|\\text\{\s*(?:percent(?:age)?|pct)\s*\}|\s*(?<![A-Za-z])(?:percent(?:age)?|pct)(?![A-Za-z]))")
+_DEGREES = re.compile(
+    r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\degree\b|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|(?<=\d)\^\s*\{?o\}?(?![A-Za-z]))"
+)
+_TEXT_CMD = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|mathrm|mathbf|mathit|mathsf|operatorname)\s*"
+_UNIT_TEXT = re.compile(r"^(.*?[\w})\]])\s*" + _TEXT_CMD + r"\{\s*[A-Za-z][A-Za-z\s.]*\}\s*(?:\^\s*\{?[23]\}?)?$")
+_UNITS = (
+    r"(?:cm|mm|km|ft|in|inch(?:es)?|feet|foot|yd|yards?|mi|miles?|kg|mg|lbs?|pounds?|oz|ounces?|hrs?|hours?|"
+    r"min(?:utes?)?|sec(?:onds?)?|days?|weeks?|years?|degrees?|units?|cents?|dollars?|meters?|ml|mL|mph|sq)"
+)
+# why: only after a number or a closed group ("5 cm", "2\pi units"), so "Evelyn Navin" stays
+_UNIT_WORDS = re.compile(
+    r"^(.*?(?:[\d})\]]|\\[a-zA-Z]+))(?:\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{2,})*|\s*"
+    + _UNITS
+    + r"(?![A-Za-z])(?:\s+[A-Za-z]{2,})*)(?:\s*\^\s*\{?[23]\}?)?$"
+)
+_TEXT_WRAP = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
+_WHOLE_TEXT = re.compile(_TEXT_CMD + r"\{\s*([^{}]*?)\s*\}$")
+# several solutions: "1 or 2", "6 and 8", "(11,7)or(7,11)", "-12;-11", "1 \quad 2", ", and"
+_SEPARATORS = re.compile(
+    r"\s*(?:(?:,|;|"
+    + _SEP
+    + r")\s*)*(?:(?<=\s)(?:or|and)(?=\s)|(?<=[\d)\]}])(?:or|and)(?=[\w(\[{\\-]))(?:\s*(?:,|"
+    + _SEP
+    + r"))*\s*"
+    r"|\s*(?:,\s*)*(?:;|" + _SEP + r")(?:\s*(?:,|;|" + _SEP + r"))*\s*"
+)
+_VAR = r"(?:[a-zA-Z]|\\(?:alpha|beta|gamma|delta|theta|phi|varphi|lambda|mu|omega|rho|sigma|tau|psi))(?:_\{?\w+\}?)?"
+_VAR_PREFIX = re.compile(r"^" + _VAR + r"(?:\([a-z, ]*\))?\s*\\in(?![a-zA-Z])\s*(?=\S)")  # x \in [a, b]
+_GROUPED_ARG = re.compile(r"(?<=\{)\d{1,3}(?:,\d{3})+(?=\})")
+_GROUPED = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\\%)?$")
+_RELATION = re.compile(r"[<>!]=|==|=[<>]|\\neq?(?![a-zA-Z])")
+# plain-text math as models and Python print it: sqrt(2), 2**(1/4), 3*pi
+_PLAIN_FUNC = re.compile(r"(?<![\\A-Za-z])(sqrt|sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|ln|log|exp)(?=\s*\()")
+_PLAIN_PI = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
+
+
+def unbox(s: str) -> str:
+    """Every \\boxed{x} / \\fbox{x} replaced by x: a box is emphasis, not math."""
+    while True:
+        m = BOX.search(s)
+        j = m.end() if m else -1
+        while m and j < len(s) and s[j] == " ":
+            j += 1
+        end = closing_brace(s, j) if m and j < len(s) and s[j] == "{" else -1
+        if end < 0:
+            return s
+        s = s[: m.start()] + s[j + 1 : end] + s[end + 1 :]
+
+
+def _plain_math(s: str) -> str:
+    """``sqrt(2)`` -> ``\\sqrt{2}``, ``**`` -> ``^``, ``pi`` -> ``\\pi``: the LaTeX the rest reads."""
+    s = s.replace("**", "^")
+    s = _PLAIN_FUNC.sub(r"\\\1", s)
+    s = _PLAIN_PI.sub(r"\\pi ", s)
+    start = s.find("\\sqrt(")
+    while start >= 0:  # \sqrt(...) -> \sqrt{...}: a root takes a brace group
+        depth, i = 0, start + 5
+        for i in range(start + 5, len(s)):
+            depth += {"(": 1, ")": -1}.get(s[i], 0)
+            if depth == 0:
+                break
+        if depth:
+            return s
+        s = s[: start + 5] + "{" + s[start + 6 : i] + "}" + s[i + 1 :]
+        start = s.find("\\sqrt(", start + 1)
+    return s
+
+
+def _notation(s: str) -> str:
+    """The first pass: characters, delimiters, sizes, spaces, fractions, percent."""
+    for a, b in _UNICODE.items():
+        if a in s:
+            s = s.replace(a, b)
+    s = _DELIMS.sub(" ", unbox(_ADJACENT_BOXES.sub("}, ", s)))
+    s = _SIZING.sub("", _STYLE.sub("", s))
+    s = _THOUSANDS.sub(",", s)
+    s = _GROUPED_ARG.sub(lambda m: m.group(0).replace(",", ""), s)  # \frac{12}{5,525}
+    s = _SPACING.sub(" ", _QUAD.sub(_SEP, s))
+    if any(c in s for c in "*(") or "pi" in s:
+        s = _plain_math(s)
+    s = _FRACS.sub(r"\\frac", s)
+    if "\\frac" in s or "\\sqrt" in s:
+        for pattern, repl in _FRAC_SHORT:
+            s = pattern.sub(repl, s)
+    return _PERCENT.sub(r"\\%", s)
+
+
+def _strip_units(s: str) -> str:
+    for _ in range(3):  # "5 \text{ cm}^2", "18.90 dollars", "\text{ sq } \text{ units}"
+        m = _UNIT_TEXT.match(s) or _UNIT_WORDS.match(s)
+        if not m:
+            break
+        s = m.group(1).strip()
+    return s
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def clean(s: str, strip_var: bool = True) -> str:
+    """Drop notation that never changes an answer's value; keep spaces that TeX needs.
+
+    strip_var: also reduce a named value to the value (``x = 5`` -> ``5``, see conventions).
+    """
+    s = _notation(s.strip())
+    degrees = _DEGREES.search(s) is not None  # "45^\circ,135^\circ" is a list, not 45135
+    s = _DEGREES.sub("", s)
+    s = _strip_units(s.strip().strip(_SEP).strip().rstrip(".").strip())
+    m = _WHOLE_TEXT.match(s)
+    if m and re.search(r"[A-Za-z][A-Za-z.]", m.group(1)):
+        # why: a text answer ("\text{4:30 p.m.}", "\text{Evelyn}") is compared as text:
+        # sympy would read its letters as symbols and call different words equal
+        return "\\text{" + " ".join(m.group(1).split()) + "}"
+    s = " ".join(_TEXT_WRAP.sub(lambda m: m.group(1), s).split())
+    s = _SEPARATORS.sub(", ", s).strip(", ").replace(_SEP, " ")
+    if strip_var:
+        s = value_part(s)
+    if s.startswith("+"):
+        s = s[1:].lstrip()
+    if _GROUPED.match(s) and not degrees:
+        s = s.replace(",", "")
+    return s
+
+
+def value_part(s: str) -> str:
+    """A named value's value (``x = 5``, ``(p,q) = (3,2)``, ``x \\in [0,1]``), else s."""
+    m = _VAR_PREFIX.match(s)
+    if m:
+        return s[m.end() :]
+    if "=" not in s or _RELATION.search(s) or len(split_top(s, ",")) > 1:
+        return s  # a relation, or a list whose elements are read one by one
+    value = named_value(split_top(s, "="))
+    return s if value is None else value

@@ -1,0 +1,170 @@
+"""math-verify on two scalars, in a pebble process pool with a deadline per call.
+
+why a pool: math-verify's own timeouts use ``signal.alarm``, which raises off the main thread
+and cannot stop a long C call (``10^{10^{10}}``). Here each check runs in a worker process
+(spawned, never forked: no copy of a CUDA parent) under pebble's per-task timeout; a worker
+that misses it is killed and replaced by pebble, and the call answers False. The caller
+never waits past its deadline; only the pool's one-time start (importing sympy, ~1-3 s,
+`WORKER_STARTUP_S` at most) is not counted. If no worker can start, checks run in-process
+(guarded against pathological inputs, without a hard deadline) and a warning says so.
+``CORL_ANSWER_WORKERS`` (default 2) sets the workers per process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from corl.answers.conventions import rounding_slack
+from corl.answers.numbers import number
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 2.0  # deadline of one is_equivalent call (all its symbolic checks)
+WORKER_STARTUP_S = 60.0  # importing sympy on a loaded machine can take a while
+
+
+class Timeout(Exception):
+    """The deadline of one is_equivalent call passed."""
+
+
+class Deadline:
+    """When one is_equivalent call must be answered by."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left; raises Timeout when none are."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise Timeout
+        return left
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(latex: str) -> tuple:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    config = [LatexExtractionConfig(), ExprExtractionConfig()]
+    # why: timeouts off: signal.alarm fails off the main thread; the pool's deadline rules
+    return tuple(parse(f"${latex}$", config, fallback_mode="no_fallback", parsing_timeout=None))
+
+
+def sympy_equiv(pred: str, gold: str) -> bool:
+    """math-verify's verdict on two cleaned scalars (constants compared exactly first)."""
+    from math_verify import verify
+
+    try:
+        ps, gs = _parse(pred), _parse(gold)
+        if not ps or not gs:
+            return False
+        numeric = _constants_equal(ps[0], gs[0], pred, gold)
+        if numeric is not None:
+            return numeric
+        return bool(verify(list(gs), list(ps), timeout_seconds=None, allow_set_relation_comp=True))
+    except Exception:
+        return False
+
+
+def _constants_equal(p, g, pred: str, gold: str) -> bool | None:
+    """Equality of two constant expressions at 30 digits, or None when not both constants.
+
+    why: math-verify rounds to 6 decimal places; a literal decimal instead counts only
+    as the correct rounding of the exact value (see `conventions.rounding_slack`).
+    """
+    import sympy
+
+    lits = [number(pred.replace(" ", "")), number(gold.replace(" ", ""))]
+    vals = []
+    for expr, lit in zip((p, g), lits):
+        if lit is not None:
+            vals.append(sympy.Rational(lit.value.numerator, lit.value.denominator))
+        elif isinstance(expr, sympy.Expr) and expr.is_number:
+            vals.append(sympy.N(expr, 30))
+        else:
+            return None
+    diff = abs(sympy.N(vals[0] - vals[1], 30))
+    if not diff.is_number or diff.has(sympy.nan, sympy.zoo, sympy.oo):
+        return None
+    scale = max(1, abs(sympy.N(vals[1], 30)))
+    if bool(diff <= sympy.Float("1e-20", 30) * scale):
+        return True
+    for lit in lits:
+        slack = rounding_slack(lit.places, lit.digits) if lit is not None else None
+        if slack and bool(diff <= sympy.Rational(slack[0].numerator, slack[0].denominator)):
+            return True
+    return False
+
+
+def _init_worker() -> None:
+    """A worker's start: quiet, deaf to Ctrl-C (the parent's to handle), parser warmed."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("math_verify", "latex2sympy2_extended"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    sympy_equiv("x+1", "1+x")
+
+
+class SymbolicPool:
+    """One pebble ProcessPool per process, shared by its threads, started on first use."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.lock = threading.Lock()
+        self.pool = None
+        self.pid = None
+        self.broken = False
+        atexit.register(self.close)
+
+    def _ready_pool(self):
+        """The pool, started and warmed (its start is not counted against any deadline)."""
+        from pebble import ProcessPool
+
+        with self.lock:
+            if self.pool is not None and self.pid == os.getpid() and self.pool.active:
+                return self.pool
+            # why: spawn, not fork: a forked CUDA parent is unsafe; a forked child owns no workers
+            pool = ProcessPool(max_workers=self.size, initializer=_init_worker, context=multiprocessing.get_context("spawn"))
+            pool.schedule(sympy_equiv, ("1", "1")).result(timeout=WORKER_STARTUP_S)
+            self.pool, self.pid = pool, os.getpid()
+            return pool
+
+    def check(self, pred: str, gold: str, deadline: Deadline) -> bool:
+        """math-verify's verdict within the deadline; raises Timeout when it cannot be had."""
+        if not self.broken:
+            try:
+                pool = self._ready_pool()
+            except Exception:
+                self.broken = True
+                logger.warning(
+                    "corl.answers: no answer-check worker could start; checking in-process "
+                    "(guarded against pathological inputs, but without a hard deadline)"
+                )
+            else:
+                future = pool.schedule(sympy_equiv, (pred, gold), timeout=deadline.left())
+                try:
+                    return bool(future.result(timeout=deadline.left()))
+                except (FutureTimeout, Timeout) as e:  # pebble kills a worker that overruns
+                    future.cancel()
+                    raise Timeout from e
+                except Exception as e:  # a worker that died: the pool replaces it
+                    raise Timeout from e
+        return sympy_equiv(pred, gold)
+
+    def close(self) -> None:
+        """Stop the workers (at exit; a forked child leaves its parent's alone)."""
+        pool, self.pool = self.pool, None
+        if pool is not None and self.pid == os.getpid():
+            pool.stop()
+            pool.join(timeout=5)
+
+
+POOL = SymbolicPool(size=int(os.environ.get("CORL_ANSWER_WORKERS", "2")))
