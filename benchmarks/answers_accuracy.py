@@ -1,24 +1,29 @@
-"""Dev-set accuracy and cost of `corl.answers` (extraction, equivalence, keys).
+"""Accuracy and cost of `corl.answers` against math-verify alone, on the same pairs.
 
 Usage:
-    python benchmarks/answers_accuracy.py                     # default: seed 0, 1500 golds
-    python benchmarks/answers_accuracy.py --golds 400 --seed 3 --show 20
+    python benchmarks/answers_accuracy.py                     # classes + dev set (seed 0, 1500 golds)
+    python benchmarks/answers_accuracy.py --golds 400 --seed 3 --show 20 --mv-sample 400
 
-The pairs are generated here, seeded, from the golds in shared/data (MATH-500, a sample
-of MATH test, GSM8K test): for each gold, positives (the gold against a respelling of
-it: fraction <-> exact decimal, \\dfrac, \\left( \\right), spaces, \\, and \\!, $...$,
-x = , units, degrees, percent, thousands separators, choice letters, set order, ...)
-and negatives (the gold against a different answer: a number off by one, a dropped
-sign, a swapped bracket, another base, a dropped element, a flipped operator, the
-reciprocal, another problem's answer, ...). Extraction cases wrap the gold in
-completions (nested-brace boxes, \\fbox, "#### x", "The final answer is x") or cut them
-(unclosed box, no final answer, empty text), which must give None.
+Two parts, each graded by corl and by math-verify alone (`parse` + `verify`, default
+configs; no other grader installs from PyPI: the Qwen/PRM800K/lm-eval graders are code in
+their repositories, not packages):
 
-Each respelling is written to keep the value and each perturbation to change it; a
-perturbation of exact numbers is checked with exact rationals and dropped when it would
-not change the value. The script prints equivalence accuracy with false-positive and
-false-negative rates (overall and per variation), extraction accuracy, and the mean and
-p99 time per call.
+1. Classes: answer pairs and whole completions written here, per kind of convention that
+   other projects' graders use (named golds, several solutions, +- as a set, plain-text
+   math, chains, the MATH fixes corl adds: bases, percent, exact decimals, brackets,
+   letters), separate from the unit tests' cases. Every hand-written rule should win
+   somewhere here; corl must be >= math-verify on every class. The "policy" class holds
+   completions that state no answer: corl's strict mode gives them no reward by design.
+2. Dev set ("our own held-out set"): pairs generated, seeded, from the golds in
+   shared/data (MATH-500, a sample of MATH test, GSM8K test): positives respell a gold
+   (fraction <-> exact decimal, \\dfrac, \\left( \\right), spaces, $...$, x = , units,
+   degrees, percent, thousands separators, choice letters, set order, ...) and negatives
+   change its value (off by one, a dropped sign, a swapped bracket, another base, a dropped
+   element, the reciprocal, another problem's answer, ...); extraction cases wrap the gold
+   in completions or cut them. math-verify alone is run on a sample (`--mv-sample`): it
+   costs ~50 ms a pair.
+
+Times are per call (mean and p99); each pair is asked once, so no result cache helps.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from corl import answers
-from corl.answers import answer_key, extract_answer, is_equivalent
+from corl.answers import answer_key, extract_answer, grade, is_equivalent
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -821,88 +826,253 @@ def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--golds", type=int, default=1500, help="golds to draw pairs from (all 500 of MATH-500 first)")
-    ap.add_argument("--per-gold", type=int, default=5, help="positives and negatives per gold (each)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--show", type=int, default=10, help="errors to print per kind")
-    args = ap.parse_args()
+# ---------------------------------------------------------------------------------
+# Classes: (pred or completion, gold, label) per kind of convention
+# ---------------------------------------------------------------------------------
 
+PAIR_CLASSES = {
+    "named gold": [
+        ("(4,9)", "(a,b)=(4,9)", True),
+        ("12", "|XY|=12", True),
+        ("5:7", "V_A:V_B=5:7", True),
+        ("3", "3=t", True),
+        ("8, 2", "PQ=8,RS=2", True),
+        ("\\frac{1}{2}", "\\frac{PM}{MQ}=\\frac{1}{2}", True),
+        ("(9,4)", "(a,b)=(4,9)", False),
+        ("13", "|XY|=12", False),
+        ("2a+b", "7 = 2a+b", False),
+    ],
+    "several solutions": [
+        ("\\{-6,-5,2\\}", "-6;-5;2", True),
+        ("(3,8),(8,3)", "(8,3)or(3,8)", True),
+        ("1,4,9", "$1,4$ or $9$", True),
+        ("10, 20", "10 \\text{ and } 20", True),
+        ("(2,3),(3,2)", "(x,y)=(2,3) \\quad \\text{and} \\quad (3,2)", True),
+        ("c_1 = 4, c_{10} = 7", "c_{10}=7, \\quad c_1=4", True),
+        ("\\boxed{5} \\quad \\text{and} \\quad \\boxed{-1}", "-1, 5", True),
+        ("\\boxed{2}\\boxed{6}", "2,6", True),
+        ("1,4", "$1,4$ or $9$", False),
+        ("c_1 = 7, c_{10} = 4", "c_{10}=7, \\quad c_1=4", False),
+    ],
+    "pm, sets, lines": [
+        ("\\{-99, 99\\}", "\\pm 99", True),
+        ("{-99, 99}", "\\pm 99", True),
+        ("y=2x-\\frac{5}{2}", "4x-2y-5=0", True),
+        ("\\{4,4,7\\}", "\\{4,7\\}", True),
+        ("(1,1),(2,5),(1,1)", "(2,5),(1,1)", True),
+        ("\\{99\\}", "\\pm 99", False),
+        ("y=2x+\\frac52", "4x-2y-5=0", False),
+        ("\\{4,7,8\\}", "\\{4,7\\}", False),
+    ],
+    "plain-text math": [
+        ("sqrt(11)", "\\sqrt{11}", True),
+        ("(5*sqrt(2))/3", "\\frac{5\\sqrt{2}}{3}", True),
+        ("5**(1/2)", "\\sqrt{5}", True),
+        ("3.3166247903554", "\\sqrt{11}", True),
+        ("2.23606797749979", "\\sqrt{5}", True),
+        ("4*pi", "4\\pi", True),
+        ("sqrt(13)", "\\sqrt{11}", False),
+        ("3.31", "\\sqrt{11}", False),
+    ],
+    "percent words, approx, chains": [
+        ("64 pct", "64\\%", True),
+        ("64 percentage", "64\\%", True),
+        ("\\frac{20}{3} \\approx 6.67", "\\frac{20}{3}", True),
+        ("3 + 0.75 = 3.75", "3.75", True),
+        ("m = 2 + 5 = 7", "7", True),
+        ("3 + 0.75 = 3.75", "3", False),
+        ("65 pct", "64\\%", False),
+    ],
+    "MATH fixes (corl's rules)": [
+        ("40_8", "40_9", False),
+        ("32", "40_8", True),
+        ("12.5", "12.5\\%", True),
+        ("0.0000673", ".0000672", False),
+        ("(3,4]", "(3,4)", False),
+        ("\\text{(C)}", "C", True),
+        ("D", "\\text{(C)}", False),
+        ("\\text{Navin}", "\\text{Evelyn}", False),
+        ("0.33", "\\frac{1}{3}", False),
+        ("0.3333", "\\frac{1}{3}", True),
+        ("(1,2)", "(2,1)", False),
+    ],
+    "common notation": [
+        ("\\frac12", "0.5", True),
+        ("2\\sqrt2", "\\sqrt8", True),
+        ("x^2+2x+1", "(x+1)^2", True),
+        ("\\dfrac{3}{4}", "0.75", True),
+        ("1,000", "1000", True),
+        ("3", "4", False),
+        ("x^2-1", "(x+1)^2", False),
+    ],
+}
+
+COMPLETION_CLASSES = {
+    "answer statements": [
+        ("Answer $15$", "15", True),
+        ("Answer \\[ 15 \\]", "15", True),
+        ("Answer: 15", "15", True),
+        ("Hence the answer is \\(\\frac{2}{9}\\).", "\\frac29", True),
+        ("Answer $16$", "15", False),
+    ],
+    "last final answer": [
+        ("At first $\\boxed{40}$. Recounting the pairs:\nThe final answer is $1,240$.", "1240", True),
+        ("At first $\\boxed{40}$. Recounting the pairs:\nThe final answer is $1,240$.", "40", False),
+        ("So $\\boxed{7}$. Checking, the answer is right.", "7", True),
+    ],
+    "boxes": [
+        ("Thus $\\boxed{\\frac{3}{4}}$.", "0.75", True),
+        ("The roots are $\\boxed{2}$ \\quad \\text{and} \\quad $\\boxed{-3}$.", "-3, 2", True),
+        ("We get \\[\\boxed{(1, 2)}, \\boxed{(2, 1)}\\]", "(2,1),(1,2)", True),
+        ("Thus $\\boxed{\\frac{3}{5}}$.", "0.75", False),
+    ],
+    "one formula": [
+        ("$(6,1)$", "(6,1)", True),
+        ("\\[ x = 14 \\]", "14", True),
+        ("$(1,6)$", "(6,1)", False),
+    ],
+    "policy: no stated answer": [  # corl's strict mode: no reward without a final answer
+        ("We have 3 + 4 = 7 so far, and then", "7", False),
+        ("so the answer is $\\boxed{\\frac{1}{2}", "\\frac12", False),
+        ("So the answer is $\\boxed{\\text{}}$, i.e. 5", "5", False),
+    ],
+}
+
+
+def mv_parse(s: str, whole: bool) -> list:
+    from math_verify import parse
+
+    if not whole and not any(d in s for d in ("$", "\\boxed", "\\(", "\\[")):
+        s = f"${s}$"
+    return parse(s)
+
+
+def mv_equivalent(pred: str, gold: str, whole: bool = False) -> bool:
+    """math-verify alone: parse both (default configs), verify(gold, pred)."""
+    from math_verify import verify
+
+    try:
+        return bool(verify(mv_parse(gold, False), mv_parse(pred, whole)))
+    except Exception:
+        return False
+
+
+def timed(fn, *args) -> tuple[bool, float]:
+    t = time.perf_counter()
+    got = fn(*args)
+    return got, time.perf_counter() - t
+
+
+def score(cases, corl_fn, mv_fn) -> dict:
+    """Accuracy and times of both graders on (x, gold, label) cases, with the misses."""
+    out = {"n": len(cases), "corl": [], "mv": [], "t_corl": [], "t_mv": [], "miss_corl": [], "miss_mv": []}
+    for x, gold, label in cases:
+        for name, fn in (("corl", corl_fn), ("mv", mv_fn)):
+            got, dt = timed(fn, x, gold)
+            out[name].append(got == label)
+            out["t_" + name].append(dt)
+            if got != label:
+                out["miss_" + name].append((x, gold, label))
+    return out
+
+
+def ms(xs: list[float]) -> str:
+    return f"{1e3 * sum(xs) / max(1, len(xs)):7.2f} / {1e3 * percentile(xs, 0.99):7.2f}"
+
+
+def print_table(title: str, rows: dict[str, dict], show: int) -> None:
+    print(f"\n{title}")
+    print(f"  {'class':32} {'n':>5}  {'corl':>6}  {'m-v':>6}   corl ms mean/p99    m-v ms mean/p99")
+    for name, r in rows.items():
+        acc_c, acc_m = sum(r["corl"]) / r["n"], sum(r["mv"]) / r["n"]
+        flag = "" if acc_c >= acc_m else "   <-- corl below math-verify"
+        print(f"  {name:32} {r['n']:5d}  {acc_c:6.3f}  {acc_m:6.3f}   {ms(r['t_corl'])}   {ms(r['t_mv'])}{flag}")
+        for x, gold, label in r["miss_corl"][:show]:
+            print(f"      corl miss: {x!r} vs {gold!r} (want {label})")
+
+
+def run_classes(show: int) -> None:
+    is_equivalent("\\log_2 8", "3")  # start the pool and math-verify's parser outside the timed calls
+    mv_equivalent("1", "1")
+    pairs = {k: score(v, is_equivalent, mv_equivalent) for k, v in PAIR_CLASSES.items()}
+    print_table("answer pairs, per class (is_equivalent vs math-verify)", pairs, show)
+    done = {k: score(v, grade, lambda t, g: mv_equivalent(t, g, whole=True)) for k, v in COMPLETION_CLASSES.items()}
+    print_table("whole completions vs a gold, per class (grade vs math-verify)", done, show)
+
+
+# ---------------------------------------------------------------------------------
+# Dev set
+# ---------------------------------------------------------------------------------
+
+
+def run_dev(args) -> None:
     golds = load_golds(args.golds, args.seed)
     pairs, cases = build(golds, args.seed, args.per_gold)
-    is_equivalent("1", "1.0")
-    is_equivalent("\\log_2 8", "3")  # start the math-verify worker outside the timed region
-    worker_calls = Counter()
-    check = answers._POOL.check
+    symbolic_calls = Counter()
+    check = answers.POOL.check
 
     def counted_check(*a, **kw):  # how often the exact layer and the fast reader could not decide
-        worker_calls["n"] += 1
+        symbolic_calls["n"] += 1
         return check(*a, **kw)
 
-    answers._POOL.check = counted_check
-
-    times, errors, slow = [], defaultdict(list), []
-    by_var = defaultdict(Counter)
+    answers.POOL.check = counted_check
+    times, errors, by_var = [], defaultdict(list), defaultdict(Counter)
     for var, pred, gold, label in pairs:
-        t = time.perf_counter()
-        got = is_equivalent(pred, gold)
-        times.append(time.perf_counter() - t)
-        slow.append((times[-1], var, pred, gold))
-        ok = got == label
+        got, dt = timed(is_equivalent, pred, gold)
+        times.append(dt)
         for name in var.split("+"):
-            by_var[name]["ok" if ok else "err"] += 1
-        if not ok:
+            by_var[name]["ok" if got == label else "err"] += 1
+        if got != label:
             errors["false positive" if got else "false negative"].append((var, pred, gold))
+    answers.POOL.check = check
 
-    key_times = []
-    for _, pred, _gold, _ in pairs[:3000]:
-        t = time.perf_counter()
-        answer_key(pred + " ")  # a fresh string: the key cache does not help
-        key_times.append(time.perf_counter() - t)
-
-    ext_ok, ext_err, ext_times = 0, [], []
-    for name, text, expected in cases:
-        t = time.perf_counter()
-        got = extract_answer(text)
-        ext_times.append(time.perf_counter() - t)
-        if got == expected:
-            ext_ok += 1
-        else:
-            ext_err.append((name, text[-80:], expected, got))
+    sample = random.Random(args.seed).sample(pairs, min(args.mv_sample, len(pairs)))
+    answers.equivalence._equivalent_cached.cache_clear()  # the sample was asked above: time it afresh
+    mv = score([(p, g, lab) for _, p, g, lab in sample], is_equivalent, mv_equivalent)
+    key_times = [timed(answer_key, pred + " ")[1] for _, pred, _g, _l in pairs[:3000]]  # a fresh string: no cache
+    ext = [(name, text, expected, *timed(extract_answer, text)) for name, text, expected in cases]
+    ext_err = [(n, t[-80:], e, got) for n, t, e, got, _ in ext if got != e]
 
     n_pos = sum(1 for p in pairs if p[3])
-    n_neg = len(pairs) - n_pos
     fp, fn = len(errors["false positive"]), len(errors["false negative"])
-    print(f"golds: {len(golds)} ({dict(Counter(s for s, _ in golds))}), seed {args.seed}")
-    print(f"equivalence: {len(pairs)} pairs ({n_pos} positive, {n_neg} negative)")
-    print(f"  accuracy        {1 - (fp + fn) / len(pairs):.4f}")
-    print(f"  false positives {fp}/{n_neg} = {fp / max(1, n_neg):.4f}")
-    print(f"  false negatives {fn}/{n_pos} = {fn / max(1, n_pos):.4f}")
+    print(f"\ndev set: golds {len(golds)} ({dict(Counter(s for s, _ in golds))}), seed {args.seed}")
+    print(f"  equivalence: {len(pairs)} pairs ({n_pos} positive, {len(pairs) - n_pos} negative)")
+    print(f"    corl accuracy {1 - (fp + fn) / len(pairs):.4f} (false positives {fp}, false negatives {fn})")
+    print(f"    corl time per call mean {ms(times)} ms (mean / p99), max {1e3 * max(times):.1f} ms")
+    print(f"    math-verify pool asked on {symbolic_calls['n']} scalar pairs ({symbolic_calls['n'] / len(pairs):.2%} of calls)")
     print(
-        f"  time per call   mean {1e3 * sum(times) / len(times):.3f} ms, p50 {1e3 * percentile(times, 0.5):.3f} ms, "
-        f"p99 {1e3 * percentile(times, 0.99):.3f} ms, max {1e3 * max(times):.1f} ms"
+        f"    on a sample of {mv['n']}: corl {sum(mv['corl']) / mv['n']:.4f}, math-verify alone {sum(mv['mv']) / mv['n']:.4f}; "
+        f"ms mean/p99 corl {ms(mv['t_corl'])}, math-verify {ms(mv['t_mv'])}"
     )
-    print(f"  math-verify worker asked on {worker_calls['n']} scalar pairs ({worker_calls['n'] / len(pairs):.2%} of calls)")
-    print(f"answer_key: mean {1e6 * sum(key_times) / len(key_times):.1f} us, p99 {1e6 * percentile(key_times, 0.99):.1f} us")
+    print(f"  answer_key: mean {1e6 * sum(key_times) / len(key_times):.1f} us, p99 {1e6 * percentile(key_times, 0.99):.1f} us")
+    ext_times = [x[4] for x in ext]
     print(
-        f"extraction: {len(cases)} cases, accuracy {ext_ok / len(cases):.4f}, mean {1e6 * sum(ext_times) / len(ext_times):.1f} us"
+        f"  extraction: {len(ext)} cases, accuracy {1 - len(ext_err) / len(ext):.4f}, mean {1e6 * sum(ext_times) / len(ext):.1f} us"
     )
-    print("per variation (errors/total):")
-    for name, c in sorted(by_var.items()):
-        print(f"  {name:20} {c['err']:4d}/{c['ok'] + c['err']}")
-    if args.show:
-        print(f"\nslowest calls (first {args.show}):")
-        for dt, var, pred, gold in sorted(slow, key=lambda x: x[0], reverse=True)[: args.show]:
-            print(f"  {1e3 * dt:8.1f} ms [{var}] pred={pred!r} gold={gold!r}")
+    bad = {name: c for name, c in by_var.items() if c["err"]}
+    listed = ", ".join(f"{k} {c['err']}/{c['ok'] + c['err']}" for k, c in bad.items())
+    print(f"  variations with errors: {listed or 'none'}")
     for kind, errs in errors.items():
-        print(f"\n{kind}s (first {args.show}):")
         for var, pred, gold in errs[: args.show]:
-            print(f"  [{var}] pred={pred!r} gold={gold!r}")
-    if ext_err:
-        print(f"\nextraction errors (first {args.show}):")
-        for e in ext_err[: args.show]:
-            print("  ", e)
+            print(f"    {kind} [{var}] pred={pred!r} gold={gold!r}")
+    for e in ext_err[: args.show]:
+        print("    extraction error", e)
+    for x, gold, label in mv["miss_mv"][: args.show]:
+        print(f"    math-verify miss: {x!r} vs {gold!r} (want {label})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--golds", type=int, default=1500, help="golds to draw dev pairs from (all 500 of MATH-500 first)")
+    ap.add_argument("--per-gold", type=int, default=5, help="positives and negatives per gold (each)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mv-sample", type=int, default=600, help="dev pairs also graded by math-verify alone")
+    ap.add_argument("--show", type=int, default=5, help="misses to print per kind")
+    ap.add_argument("--classes-only", action="store_true", help="skip the dev set")
+    args = ap.parse_args()
+    run_classes(args.show)
+    if not args.classes_only:
+        run_dev(args)
 
 
 if __name__ == "__main__":
