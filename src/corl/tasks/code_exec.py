@@ -73,7 +73,7 @@ def behaviour_key(stdout: str, n_inputs: int, all_errors_count: bool = False) ->
     input wins, so a solution that prints fake sentinel lines cannot overwrite the harness.
     """
     seen: dict[int, list] = {}
-    for line in stdout.splitlines():
+    for line in stdout.split("\n"):  # not splitlines(): it also splits at the \x1e that starts the sentinel
         if line.startswith(_SENTINEL):
             try:
                 i, tag, value = json.loads(line[len(_SENTINEL) :])
