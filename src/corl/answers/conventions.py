@@ -37,8 +37,6 @@ from fractions import Fraction
 APPROX_DIGITS = 4  # significant digits a rounded decimal needs to stand for an exact value
 FLOAT_REPR_DIGITS = 15  # significant digits from which a decimal may be a float repr
 FLOAT_REPR_ULPS = Fraction(1, 2**52)  # relative slack of a float repr: one unit of double precision
-ORDERED_KINDS = frozenset({"seq", "matrix"})  # tuples, intervals, vectors, matrices
-UNORDERED_KINDS = frozenset({"set", "list", "union"})
 
 
 def percent_readings(value: Fraction, percent: bool, other_is_percent: bool) -> set[Fraction]:
