@@ -216,8 +216,8 @@ def parity_worker(out: Path) -> None:
     from corl.agent import Agent
     from corl.config import AgentConfig, GRPOConfig
     from corl.data import Problem, PromptTemplate
-    from corl.distributed import DataParallel
     from corl.models import load_policy
+    from corl.parallel import DataParallel
     from corl.rollout import SamplingParams
 
     torch.cuda.set_device(0)
@@ -244,8 +244,8 @@ def parity_worker(out: Path) -> None:
     rollout = plain.sample(problems, 8, SamplingParams(temperature=1.0, max_new_tokens=12))
     rewards = torch.tensor([[1.0, 0, 0, 1, 0, 1, 1, 0], [1.0] * 8, [0, 0, 1, 0, 0, 0, 0, 1.0], [1.0, 0, 1, 0, 1, 0, 1, 0]])
     before = flat(plain.model)
-    plain.update(rollout, rewards, 1.0)
-    sharded.update(rollout, rewards, 1.0)
+    plain.update(rollout, rewards, SamplingParams(temperature=1.0, max_new_tokens=12))
+    sharded.update(rollout, rewards, SamplingParams(temperature=1.0, max_new_tokens=12))
     a, b = flat(plain.model) - before, flat(sharded.model) - before
     print(f"PARITY {float((a - b).abs().max()):.6e} {float(a.abs().max()):.6e}", flush=True)
     dist.destroy_process_group()

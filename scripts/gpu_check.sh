@@ -60,7 +60,7 @@ for name in ("peft", "math_verify", "tensorboard"):
         print(f"optional package missing: {name}")
 if missing:
     sys.exit(f"missing packages: {', '.join(missing)}: make wheels with scripts/gpu_wheels.sh and carry .whl")
-import corl.distributed  # noqa: F401  (the project itself imports)
+import corl.launch  # noqa: F401  (the project itself imports)
 print("PASS  environment")
 PY
 

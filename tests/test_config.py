@@ -39,7 +39,10 @@ def test_overrides_set_nested_and_list_values(tmp_path):
     "override, message",
     [
         ("cohort.samples_per_prompt=0", "cohort.samples_per_prompt: Input should be greater than or equal to 1 (got 0)"),
-        ("cohort.label_source=oracle", "cohort.label_source: Input should be 'peer', 'self', 'truth' or 'ema'"),
+        (
+            "cohort.label_source=oracle",
+            "cohort.label_source: label source 'oracle' is not registered; choose one of: ema, peer, self, truth",
+        ),
         ("grpo.loss_aggregation=mean", "grpo.loss_aggregation"),
         ("grpo.betta=0.1", "grpo.betta: unknown key"),
         ("agents.0.lr=-1", "agents.0.lr: Input should be greater than 0"),

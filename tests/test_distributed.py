@@ -24,8 +24,9 @@ from corl.agent import Agent
 from corl.cohort import CohortTrainer
 from corl.config import AgentConfig, ComputeConfig, ConfigError, GRPOConfig, validate_config
 from corl.data import Problem, PromptTemplate
-from corl.distributed import DataParallel, launch, plan_layout, prepare_model
-from corl.models import load_policy
+from corl.launch import launch
+from corl.models import load_policy, prepare_model
+from corl.parallel import DataParallel, plan_layout
 from corl.rollout import Rollout, SamplingParams
 from corl.tracking import read_metrics
 
@@ -160,7 +161,7 @@ def test_data_parallel_step_equals_the_whole_batch_step(tiny_models, mode, idle_
     if idle_rank:
         rewards[1::2] = 1.0  # the prompts of rank 1 (strided: 1 and 3) carry no signal
     before = params_of(whole.model)
-    expected = whole.update(rollout, rewards, temperature=1.0)
+    expected = whole.update(rollout, rewards, SamplingParams(temperature=1.0, max_new_tokens=10))
 
     group = ThreadGroup(2)
     ranks = [make_agent(tiny_models["llama-char"], ThreadDataParallel(group, r), loss_aggregation=mode) for r in range(2)]
@@ -169,7 +170,9 @@ def test_data_parallel_step_equals_the_whole_batch_step(tiny_models, mode, idle_
     def run(r: int) -> None:
         try:
             positions = list(range(r, len(PROMPTS), 2))  # Placement.prompt_positions
-            results[r] = ranks[r].update(shard(rollout, positions), rewards[positions], temperature=1.0)
+            results[r] = ranks[r].update(
+                shard(rollout, positions), rewards[positions], SamplingParams(temperature=1.0, max_new_tokens=10)
+            )
         except BaseException as err:  # surfaced below, not lost in the thread
             results[r] = err
             group.barrier.abort()

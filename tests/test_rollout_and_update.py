@@ -61,9 +61,10 @@ def make_agent(path, **grpo):
 def rollout_of(agent, k=4):
     problems = [Problem(id=str(i), texts={"problem": p.strip()}) for i, p in enumerate(PROMPTS)]
     torch.manual_seed(1)
-    return agent.sample(problems, k, SamplingParams(temperature=1.0, max_new_tokens=8))
+    return agent.sample(problems, k, SAMPLING)
 
 
+SAMPLING = SamplingParams(temperature=1.0, max_new_tokens=8)
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0]])  # group 1 carries no signal
 
 
@@ -82,12 +83,12 @@ def test_update_equals_the_full_batch_gradient_step(tiny_models, mode):
     adv = group_advantages(REWARDS).flatten()
     lp = sequence_logprobs(reference, r, torch.arange(12), 1.0)
     per_token, _ = clipped_policy_loss(lp, lp.detach(), adv)
-    aggregate_loss(per_token, r.completion_mask, mode, max_tokens=r.completion_mask.shape[1]).backward()
+    aggregate_loss(per_token, r.completion_mask, mode, max_tokens=SAMPLING.max_new_tokens).backward()  # dr_grpo: the budget
     expected = -torch.cat([p.grad.flatten() for p in reference.parameters()])
 
     agent.optimizer = torch.optim.SGD(agent.model.parameters(), lr=1.0)
     before = params_of(agent.model)
-    stats = agent.update(r, REWARDS, temperature=1.0)
+    stats = agent.update(r, REWARDS, SAMPLING)
     assert stats.active_sequences == 8 and stats.optimizer_steps == 1
     assert torch.allclose(params_of(agent.model) - before, expected, atol=1e-5, rtol=1e-3)
 
@@ -96,9 +97,9 @@ def test_uniform_rewards_make_no_step_and_mixed_rewards_change_parameters(tiny_m
     agent = make_agent(tiny_models["qwen2-bpe"])
     r = rollout_of(agent)
     before = params_of(agent.model)
-    stats = agent.update(r, torch.ones(3, 4), temperature=1.0)
+    stats = agent.update(r, torch.ones(3, 4), SAMPLING)
     assert stats.optimizer_steps == 0 and torch.equal(before, params_of(agent.model))
-    stats = agent.update(r, REWARDS, temperature=1.0)
+    stats = agent.update(r, REWARDS, SAMPLING)
     assert stats.optimizer_steps == 1 and not torch.equal(before, params_of(agent.model))
 
 
@@ -106,7 +107,7 @@ def test_kl_to_reference_and_several_passes(tiny_models):
     agent = make_agent(tiny_models["llama-char"], beta=0.1, num_passes=2)
     assert agent.reference is not None
     r = rollout_of(agent)
-    stats = agent.update(r, REWARDS, temperature=1.0)
+    stats = agent.update(r, REWARDS, SAMPLING)
     assert stats.optimizer_steps == 2 and stats.active_sequences == 12  # KL needs every sequence
     assert stats.kl > 0  # the second pass moved away from the reference
     assert make_agent(tiny_models["llama-char"]).reference is None  # beta = 0 loads no reference

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
-from corl.config import AgentConfig, ComputeConfig, GRPOConfig
+from corl.config import AgentConfig, ComputeConfig, GRPOConfig, RolloutConfig
 from corl.data import Problem, PromptTemplate
-from corl.distributed import DataParallel, prepare_frozen, prepare_model, save_policy
-from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, kl_k3, token_logprobs
-from corl.rewards import INTRINSIC_REWARDS
-from corl.rollout import HFGenerateEngine, Rollout, SamplingParams
+from corl.grpo import group_advantages, importance_weights, mismatch_stats, policy_loss, token_logprobs
+from corl.models import prepare_frozen, prepare_model, save_policy
+from corl.parallel import DataParallel
+from corl.rollout import Rollout, SamplingParams, SyncStats, build_engine
 
 
 def completion_logits(model, rollout: Rollout, rows: torch.Tensor) -> torch.Tensor:
@@ -50,17 +50,22 @@ class UpdateStats:
     grad_norm: float = 0.0
     optimizer_steps: int = 0
     active_sequences: int = 0  # sequences with non-zero advantage (the rest carry no gradient)
-    extra: dict = field(default_factory=dict)
+    sync: SyncStats = field(default_factory=SyncStats)  # pushing the new weights to the rollout engine
+    mismatch: dict = field(default_factory=dict)  # sampler vs trainer log-ratio statistics (grpo.mismatch_stats)
 
     def as_dict(self) -> dict[str, float]:
-        return {
+        out = {
             "loss": self.loss,
             "clip_fraction": self.clip_fraction,
             "kl": self.kl,
             "grad_norm": self.grad_norm,
             "optimizer_steps": self.optimizer_steps,
             "active_sequences": self.active_sequences,
+            "sync_s": self.sync.seconds,
+            "sync_bytes": self.sync.bytes,
         }
+        out.update({f"mismatch_{k}": v for k, v in self.mismatch.items()})
+        return out
 
 
 class Agent:
@@ -74,7 +79,7 @@ class Agent:
         template: PromptTemplate,
         prompt_field: str,
         grpo: GRPOConfig,
-        generation_batch_size: int | None = None,
+        rollout: RolloutConfig | None = None,
         ema_momentum: float | None = None,
         dp: DataParallel | None = None,
         compute: ComputeConfig | None = None,
@@ -86,6 +91,7 @@ class Agent:
         self.prompt_field = prompt_field  # key into Problem.texts: this agent's wording
         self.grpo = grpo
         self.dp = dp or DataParallel()  # the ranks that share this agent's model (size 1: just this one)
+        rollout = rollout or RolloutConfig()
         # Frozen copies come first, from the plain model: they never train, shard or carry adapters.
         self.reference = None
         if grpo.beta > 0:
@@ -96,13 +102,11 @@ class Agent:
         self.teacher_engine = None
         if ema_momentum is not None:
             self.teacher = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
-            self.teacher_engine = HFGenerateEngine(
-                self.teacher, tokenizer, batch_size=generation_batch_size, add_special_tokens=not template.chat
-            )
+            self.teacher_engine = build_engine(rollout, self.teacher, tokenizer, add_special_tokens=not template.chat)
         # Gradient checkpointing, LoRA, FSDP sharding, bf16 (compute: / distributed:), then the optimizer.
         self.model = model = prepare_model(model, compute, self.dp)
         # Chat templates already contain BOS; adding special tokens again would double it.
-        self.engine = HFGenerateEngine(model, tokenizer, batch_size=generation_batch_size, add_special_tokens=not template.chat)
+        self.engine = build_engine(rollout, model, tokenizer, add_special_tokens=not template.chat)
         trainable = [p for p in model.parameters() if p.requires_grad]  # all of them, or only the LoRA adapters
         self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
 
@@ -127,10 +131,11 @@ class Agent:
         return self.teacher_engine.generate(self.prompts(problems), num_samples, params)
 
     @torch.no_grad()
-    def intrinsic_rewards(self, rollout: Rollout, kind: str, temperature: float, batch: int = 64) -> torch.Tensor:
-        """RENT / Intuitor rewards of every completion, [B, K], from this policy's own logits."""
-        if kind not in INTRINSIC_REWARDS:
-            raise ValueError(f"unknown intrinsic reward {kind!r}; choose one of {sorted(INTRINSIC_REWARDS)}")
+    def logit_rewards(self, rollout: Rollout, reward_fn, temperature: float, batch: int = 64) -> torch.Tensor:
+        """Rewards scored from this policy's own logits (RENT, Intuitor): [B, K].
+
+        reward_fn: [n, C, V] logits, [n, C] mask -> [n] (a reward's `from_logits`).
+        """
         self.model.eval()
         out = []
         n = rollout.input_ids.shape[0]
@@ -138,11 +143,12 @@ class Agent:
             for start in range(0, n, batch):  # bounds the [n, C, V] logits in memory
                 rows = torch.arange(start, min(start + batch, n), device=rollout.input_ids.device)
                 logits = completion_logits(self.model, rollout, rows).float() / temperature
-                out.append(INTRINSIC_REWARDS[kind](logits, rollout.completion_mask[rows]))
+                out.append(reward_fn(logits, rollout.completion_mask[rows]))
         return torch.cat(out).view(-1, rollout.num_samples).cpu()
 
-    def update(self, rollout: Rollout, rewards: torch.Tensor, temperature: float) -> UpdateStats:
-        """One GRPO update on this agent's own rollouts and rewards ([B, K]).
+    def update(self, rollout: Rollout, rewards: torch.Tensor, params: SamplingParams) -> UpdateStats:
+        """One GRPO update on this agent's own rollouts and rewards ([B, K]), then the new
+        weights go to the rollout engine.
 
         With data parallelism (`self.dp`: D ranks, each holding a shard of the batch) every
         rank scales its loss by the *whole* batch's sizes and the ranks' gradients are summed,
@@ -152,6 +158,7 @@ class Agent:
         """
         cfg = self.grpo
         dp = self.dp
+        temperature = params.temperature
         device = rollout.input_ids.device
         advantages = group_advantages(rewards, cfg.scale_rewards).flatten().to(device)  # [N]
         mask = rollout.completion_mask.float()  # [N, C]
@@ -164,14 +171,12 @@ class Agent:
         minibatch = cfg.minibatch_size or max(active.numel(), 1)
         # whole-batch sizes over the dp ranks (identity in a single process)
         sizes = dp.sum(torch.tensor([advantages.shape[0], float(mask.sum()), active.numel()], dtype=torch.float64))
-        widest = dp.max(torch.tensor([mask.shape[1], -(-active.numel() // minibatch)]))
+        minibatches = int(dp.max(torch.tensor([-(-active.numel() // minibatch)]))[0])  # per pass, the same on every rank
         n_total, n_active = int(sizes[0]), int(sizes[2])
         total_tokens = torch.tensor(float(sizes[1]), device=device).clamp(min=1.0)
-        width, minibatches = int(widest[0]), int(widest[1])  # padded completion length, minibatches per pass
         stats = UpdateStats(active_sequences=n_active)
         if n_active == 0:  # the loss is identically zero on every rank: no optimizer step
-            if self.teacher is not None:
-                ema_update(self.teacher, self.model, self.ema_momentum)
+            self._after_step(stats, stepped=False)
             return stats
 
         self.model.train()
@@ -183,9 +188,13 @@ class Agent:
         if self.reference is not None:
             with torch.no_grad():
                 ref_logprobs = sequence_logprobs(self.reference, rollout, active, temperature)
+        # Only a sampler with its own copy of the weights (vLLM) needs the correction; HF
+        # generate samples from the trained weights themselves.
+        correct = rollout.separate_sampler and rollout.sampling_logprobs is not None and cfg.importance_sampling != "off"
+        mismatch: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
         losses, clips, kls, norms = [], [], [], []
-        for _ in range(cfg.num_passes):
+        for pass_index in range(cfg.num_passes):
             self.optimizer.zero_grad(set_to_none=True)
             pass_loss, pass_clip, pass_kl = 0.0, 0.0, 0.0
             for start in range(0, minibatches * minibatch, minibatch):
@@ -200,17 +209,32 @@ class Agent:
                 rows = active[local]
                 logprobs = sequence_logprobs(self.model, rollout, rows, temperature)  # [n, C]
                 old = old_logprobs[local] if old_logprobs is not None else logprobs.detach()
-                per_token, clipped = clipped_policy_loss(logprobs, old, advantages[rows], cfg.epsilon_low, cfg.epsilon_high)
                 m = mask[rows]
-                if ref_logprobs is not None:
-                    kl = kl_k3(logprobs, ref_logprobs[local])
-                    per_token = per_token + cfg.beta * kl
-                    pass_kl += float((kl.detach() * m).sum() / total_tokens)
-                loss = aggregate_loss(per_token, m, cfg.loss_aggregation, max_tokens=width)
+                weights = None
+                if rollout.sampling_logprobs is not None and pass_index == 0:
+                    mismatch.append((old, rollout.sampling_logprobs[rows], m))
+                if correct:
+                    weights = importance_weights(
+                        old, rollout.sampling_logprobs[rows], m, cfg.importance_sampling, cfg.importance_sampling_cap
+                    )
+                loss, clipped, kl = policy_loss(
+                    logprobs,
+                    old,
+                    advantages[rows],
+                    m,
+                    eps_low=cfg.epsilon_low,
+                    eps_high=cfg.epsilon_high,
+                    aggregation=cfg.loss_aggregation,
+                    max_tokens=params.max_new_tokens,
+                    beta=cfg.beta,
+                    ref_logprobs=ref_logprobs[local] if ref_logprobs is not None else None,
+                    is_weights=weights,
+                )
                 loss = loss * self._batch_share(rows, m, n_total, total_tokens)
                 (loss * dp.loss_scale).backward()
                 pass_loss += float(loss.detach())
                 pass_clip += float((clipped.float() * m).sum() / total_tokens)
+                pass_kl += float((kl * m).sum() / total_tokens)
             dp.sum_gradients(self.model.parameters())
             norm = dp.clip_grad_norm(self.model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
@@ -219,15 +243,24 @@ class Agent:
             kls.append(pass_kl)
             norms.append(norm)
             stats.optimizer_steps += 1
-        if self.teacher is not None:
-            ema_update(self.teacher, self.model, self.ema_momentum)
+        if mismatch:
+            stats.mismatch = mismatch_stats(*(torch.cat(parts) for parts in zip(*mismatch)))
         # each rank measured its share of the whole batch's loss, clipping and KL
         losses, clips, kls = dp.sum(torch.tensor([losses, clips, kls], dtype=torch.float64)).tolist()
         stats.loss = sum(losses) / len(losses)
         stats.clip_fraction = sum(clips) / len(clips)
         stats.kl = sum(kls) / len(kls)
         stats.grad_norm = sum(norms) / len(norms)
+        self._after_step(stats, stepped=True)
         return stats
+
+    def _after_step(self, stats: UpdateStats, stepped: bool) -> None:
+        """The EMA teacher follows the policy; the rollout engines get the new weights."""
+        if self.teacher is not None:
+            ema_update(self.teacher, self.model, self.ema_momentum)
+            self.teacher_engine.sync_weights(self.teacher)
+        if stepped:
+            stats.sync = self.engine.sync_weights(self.model)
 
     def _batch_share(
         self, rows: torch.Tensor, mask: torch.Tensor, n_total: int, total_tokens: torch.Tensor

@@ -12,9 +12,13 @@
 Co-RL, TTRL, GT-Reward, Co-rewarding-II, RENT and Intuitor differ only in steps 4-5.
 No parameter, gradient or optimizer state crosses agents; only the answers table does.
 
+What differs is looked up by name in registries and read from specs, never branched on:
+the label source (`corl.labels`), the reward (`corl.rewards`), the task kind that turns
+completions into answers (`corl.tasks`) and the rollout engine (`corl.rollout`).
+
 A process hosts the agents its `Placement` names (all of them in a single process) and
 samples its share of the prompts; `Exchange.all_gather` makes every process see the
-whole table (see `corl.distributed`).
+whole table (see `corl.parallel`).
 """
 
 from __future__ import annotations
@@ -28,75 +32,66 @@ from pathlib import Path
 import torch
 
 from corl.agent import Agent
-from corl.answers import answer_key, extract_answer, is_equivalent
 from corl.checkpoint import latest_checkpoint, load_loop_state, save_checkpoint, set_rng_state
 from corl.config import RunConfig, dump_config
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
-from corl.distributed import DataParallel, prepare_frozen
 from corl.evaluate import greedy_accuracy
-from corl.labels import AnswersTable, build_label_source
-from corl.models import load_policy, resolve_device
-from corl.rewards import agreement_rewards
+from corl.labels import AnswersTable, build_label_source, label_source_spec
+from corl.models import load_policy, prepare_frozen, resolve_device
+from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
+from corl.rewards import reward_spec
 from corl.rollout import Rollout, SamplingParams
+from corl.tasks import task_spec
 from corl.tracking import MetricsLog
 
-# -- where this process sits ----------------------------------------------------------------
+# -- what one process contributes to a step ------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Placement:
-    """The agents this process hosts and its share of each agent's prompts."""
+class PromptAnswers:
+    """One agent's K answers for one prompt (and its EMA teacher's, when it has one)."""
 
-    agents: tuple[int, ...]  # indices into cfg.agents
-    dp_rank: int = 0  # rank within the agent's data-parallel group
-    dp_size: int = 1
-    is_main: bool = True  # writes logs, metrics and the loop state
-
-    @staticmethod
-    def single(num_agents: int) -> Placement:
-        return Placement(agents=tuple(range(num_agents)))
-
-    def prompt_positions(self, batch_size: int) -> list[int]:
-        """Positions of the batch this process samples: a strided shard over dp ranks."""
-        return list(range(self.dp_rank, batch_size, self.dp_size))
+    answers: tuple[str | None, ...]  # [K] as written; None = no answer
+    keys: tuple[str | None, ...]  # [K] canonical vote keys
+    teacher_answers: tuple[str | None, ...] | None = None
+    teacher_keys: tuple[str | None, ...] | None = None
 
 
-class LocalExchange:
-    """One process holds the whole cohort: gathering is the identity."""
+@dataclass(frozen=True)
+class AgentShard:
+    """What this process sampled for one agent: batch positions and one row per position."""
 
-    def all_gather(self, obj):
-        return [obj]
-
-    def barrier(self) -> None:
-        pass
+    positions: list[int]
+    rows: list
 
 
-# -- pure helpers of a step ---------------------------------------------------------------------
-
-
-def extract_all(texts: list[str], k: int) -> tuple[list[tuple], list[tuple]]:
-    """[B*K] completions -> ([B][K] answers as written, [B][K] vote keys)."""
-    answers = [extract_answer(t) for t in texts]
-    keys = [answer_key(a) if a is not None else None for a in answers]
-    groups = len(texts) // k
-    return (
-        [tuple(answers[b * k : (b + 1) * k]) for b in range(groups)],
-        [tuple(keys[b * k : (b + 1) * k]) for b in range(groups)],
-    )
-
-
-def assemble(shards: list[dict], num_agents: int, batch_size: int, name: str) -> list[list]:
-    """Merge per-process {agent: (positions, rows)} shards into [N][B] rows."""
+def assemble(shards: list[dict[int, AgentShard]], num_agents: int, batch_size: int, name: str) -> list[list]:
+    """Merge per-process {agent: AgentShard} into [N][B] rows."""
     out: list[list] = [[None] * batch_size for _ in range(num_agents)]
     for shard in shards:
-        for agent, (positions, rows) in shard.items():
-            for pos, row in zip(positions, rows, strict=True):
+        for agent, part in shard.items():
+            for pos, row in zip(part.positions, part.rows, strict=True):
                 out[agent][pos] = row
     missing = [(n, b) for n in range(num_agents) for b in range(batch_size) if out[n][b] is None]
     if missing:
         raise RuntimeError(f"{name}: no process reported agent {missing[0][0]} prompt {missing[0][1]}; check the placement")
     return out
+
+
+def answers_table(prompt_ids: tuple[str, ...], rows: list[list[PromptAnswers]], with_teacher: bool) -> AnswersTable:
+    """[N][B] per-prompt answers -> the step's answers table."""
+
+    def grid(field: str) -> tuple:
+        return tuple(tuple(getattr(r, field) for r in agent_rows) for agent_rows in rows)
+
+    return AnswersTable(
+        prompt_ids=prompt_ids,
+        answers=grid("answers"),
+        keys=grid("keys"),
+        teacher_answers=grid("teacher_answers") if with_teacher else None,
+        teacher_keys=grid("teacher_keys") if with_teacher else None,
+    )
 
 
 def sampling_seed(seed: int, step: int, agent: int, dp_rank: int = 0) -> int:
@@ -144,11 +139,11 @@ def build_agent(
     cfg: RunConfig, index: int, device: torch.device, weights: Path | None = None, dp: DataParallel | None = None
 ) -> Agent:
     """Load agent `index`'s own model; `weights` (a checkpoint folder) overrides on resume.
-    `dp`: the ranks that share this agent's model (multi-process runs, see corl.distributed)."""
+    `dp`: the ranks that share this agent's model (multi-process runs, see corl.parallel)."""
     agent_cfg = cfg.agents[index]
     model, tokenizer = load_policy(str(weights) if weights else agent_cfg.model, None if weights else agent_cfg.tokenizer, device)
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
-    ema = cfg.cohort.ema_momentum if cfg.cohort.label_source == "ema" else None
+    ema = cfg.cohort.ema_momentum if label_source_spec(cfg.cohort.label_source).needs_teacher else None
     agent = Agent(
         agent_cfg,
         model,
@@ -156,7 +151,7 @@ def build_agent(
         template,
         cfg.text_key(agent_cfg),
         cfg.grpo,
-        cfg.cohort.generation_batch_size,
+        cfg.rollout,
         ema,
         dp=dp,
         compute=cfg.compute,
@@ -180,7 +175,7 @@ class CohortTrainer:
         run_dir: str | Path | None = None,
         resume: bool = False,
         placement: Placement | None = None,
-        exchange=None,
+        exchange: Exchange | None = None,
         device: torch.device | None = None,
         data_parallel: DataParallel | None = None,
     ):
@@ -212,10 +207,15 @@ class CohortTrainer:
             for agent in self.agents.values():
                 agent.load_state_dict(torch.load(checkpoint / agent.name / "trainer.pt", weights_only=False))
 
-        # Only GT-Reward is handed the answer column; the label-free sources never see it.
-        gold_for_labels = self.train_data.gold if cfg.cohort.label_source == "truth" else None
+        # Only a source that declares reads_gold (GT-Reward) is handed the answer column.
+        self.label_spec = label_source_spec(cfg.cohort.label_source)
+        self.reward = reward_spec(cfg.cohort.reward)
+        self.task = task_spec(cfg.data.task)
         self.label_source = build_label_source(
-            cfg.cohort.label_source, min_agreement=cfg.cohort.min_agreement, gold=gold_for_labels, key=answer_key
+            cfg.cohort.label_source,
+            min_agreement=cfg.cohort.min_agreement,
+            gold=self.train_data.gold if self.label_spec.reads_gold else None,
+            key=self.task.key,
         )
         self.params = SamplingParams(cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens)
         self.names = [a.name for a in cfg.agents]
@@ -243,27 +243,16 @@ class CohortTrainer:
 
         # 2. every agent samples K completions per prompt (its own wording) and extracts answers
         rollouts: dict[int, Rollout] = {}
-        shard: dict[int, tuple] = {}
+        shard: dict[int, AgentShard] = {}
         for n, agent in self.agents.items():
             torch.manual_seed(self._seed(step, n))
             rollouts[n] = agent.sample(mine, k, self.params)
-            answers, keys = extract_all(rollouts[n].texts, k)
-            teacher = (
-                extract_all(agent.sample_teacher(mine, k, self.params).texts, k) if agent.teacher else ([None] * len(mine),) * 2
-            )
-            shard[n] = (positions, list(zip(answers, keys, *teacher)))
+            shard[n] = AgentShard(positions, self._answers(agent, rollouts[n], mine, k))
         t_sample = time.perf_counter()
 
         # 3. the answers table: one frozen snapshot of every agent, gathered from every process
         rows = assemble(self.exchange.all_gather(shard), n_agents, len(batch), "answers table")
-        has_teacher = cfg.label_source == "ema"
-        table = AnswersTable(
-            prompt_ids=tuple(p.id for p in batch),
-            answers=tuple(tuple(r[0] for r in agent_rows) for agent_rows in rows),
-            keys=tuple(tuple(r[1] for r in agent_rows) for agent_rows in rows),
-            teacher_answers=tuple(tuple(r[2] for r in agent_rows) for agent_rows in rows) if has_teacher else None,
-            teacher_keys=tuple(tuple(r[3] for r in agent_rows) for agent_rows in rows) if has_teacher else None,
-        )
+        table = answers_table(tuple(p.id for p in batch), rows, self.label_spec.needs_teacher)
 
         # 4. labels from the snapshot alone: no agent has updated yet
         labels = self.label_source(table)
@@ -271,18 +260,18 @@ class CohortTrainer:
         # 5. rewards of this process's completions
         rewards: dict[int, torch.Tensor] = {}
         for n, agent in self.agents.items():
-            if cfg.reward == "agreement":
+            if self.reward.binary:
                 own = [table.answers[n][p] for p in positions], [table.keys[n][p] for p in positions]
-                rewards[n] = agreement_rewards(*own, [labels[n][p] for p in positions], is_equivalent)
+                rewards[n] = self.reward.from_labels(*own, [labels[n][p] for p in positions], self.task.equivalent)
             else:
-                rewards[n] = agent.intrinsic_rewards(rollouts[n], cfg.reward, cfg.temperature)
+                rewards[n] = agent.logit_rewards(rollouts[n], self.reward.from_logits, cfg.temperature)
 
         # 6. only now does any agent update, each on its own
-        updates = {n: agent.update(rollouts[n], rewards[n], cfg.temperature) for n, agent in self.agents.items()}
+        updates = {n: agent.update(rollouts[n], rewards[n], self.params) for n, agent in self.agents.items()}
         t_update = time.perf_counter()
 
         report = {
-            n: (positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
+            n: AgentShard(positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
             for n in self.agents
         }
         stats = {n: updates[n].as_dict() for n in self.agents}
@@ -293,11 +282,21 @@ class CohortTrainer:
         metrics["time/update_s"] = t_update - t_sample
         return metrics
 
+    def _answers(self, agent: Agent, rollout: Rollout, problems: list[Problem], k: int) -> list[PromptAnswers]:
+        """The task kind's answers for an agent's rollout (and for its EMA teacher's samples)."""
+        answers, keys = self.task.answers(rollout.texts, problems, k)
+        if agent.teacher is None:
+            return [PromptAnswers(a, key) for a, key in zip(answers, keys, strict=True)]
+        teacher = agent.sample_teacher(problems, k, self.params)
+        t_answers, t_keys = self.task.answers(teacher.texts, problems, k)
+        return [PromptAnswers(*row) for row in zip(answers, keys, t_answers, t_keys, strict=True)]
+
     def _diagnostics(self, table, labels, per_prompt, stats_by_process) -> dict[str, float]:
         rewards = [torch.tensor([r for r, _ in agent_rows]) for agent_rows in per_prompt]  # N x [B, K]
         lengths = [torch.tensor([length for _, length in agent_rows]).flatten() for agent_rows in per_prompt]
-        metrics = step_diagnostics(self.names, table, labels, rewards, lengths, is_equivalent, gold=self.train_data.gold or None)
-        if self.cfg.cohort.reward != "agreement":
+        gold = self.train_data.gold or None
+        metrics = step_diagnostics(self.names, table, labels, rewards, lengths, self.task.equivalent, gold=gold)
+        if not self.reward.binary:
             for name, r in zip(self.names, rewards):  # binary-reward statistics do not describe these
                 metrics[f"{name}/reward_mean"] = float(r.mean())
                 metrics[f"{name}/reward_std"] = float(r.std(unbiased=False))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -23,6 +23,16 @@ class ConfigError(ValueError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _registered(registry_module: str, registry: str, name: str) -> str:
+    """`name` if the registry has it; the registry is the one list of allowed names."""
+    import importlib
+
+    table = getattr(importlib.import_module(registry_module), registry)
+    if name not in table:
+        raise ValueError(f"{table.kind} {name!r} is not registered; choose one of: {', '.join(table.names())}")
+    return name
 
 
 class AgentConfig(_Strict):
@@ -59,6 +69,9 @@ class DataConfig(_Strict):
     answer_field: str | None = Field("answer", description="Ground-truth column, for diagnostics and label source 'truth' only.")
     template: str = Field("{problem}\n{instruction}", description="Prompt text; placeholders {problem} and {instruction}.")
     instruction: str = DEFAULT_INSTRUCTION
+    task: str = Field(
+        "math", description="A registered task kind (corl.tasks): what a completion's answer is and how answers agree."
+    )
 
     @model_validator(mode="after")
     def _template_has_problem(self) -> DataConfig:
@@ -66,21 +79,37 @@ class DataConfig(_Strict):
             raise ValueError("data.template must contain the placeholder {problem}")
         return self
 
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, name: str) -> str:
+        return _registered("corl.tasks", "TASKS", name)
+
 
 class CohortConfig(_Strict):
     """Algorithm 1's knobs: who labels whom, how much is sampled, for how long."""
 
-    label_source: Literal["peer", "self", "truth", "ema"] = Field(
+    label_source: str = Field(
         "peer",
-        description="peer = Co-RL ring (agent n taught by n-1); self = TTRL; truth = GT-Reward; "
-        "ema = Co-rewarding-II (majority of an EMA copy of the agent).",
+        description="A registered label source (corl.labels): peer = Co-RL ring (agent n taught by n-1); self = TTRL; "
+        "truth = GT-Reward; ema = Co-rewarding-II (majority of an EMA copy of the agent).",
     )
-    reward: Literal["agreement", "entropy", "self_certainty"] = Field(
+    reward: str = Field(
         "agreement",
-        description="agreement = 1 if the answer matches the label; entropy = RENT (minus mean token entropy, "
-        "arXiv:2505.22660); self_certainty = Intuitor (mean KL(U || p), arXiv:2505.19590). The intrinsic "
-        "rewards ignore labels (still computed for the diagnostics).",
+        description="A registered reward (corl.rewards): agreement = 1 if the answer matches the label; entropy = RENT "
+        "(minus mean token entropy, arXiv:2505.22660); self_certainty = Intuitor (mean KL(U || p), arXiv:2505.19590). "
+        "The intrinsic rewards ignore labels (still computed for the diagnostics).",
     )
+
+    @field_validator("label_source")
+    @classmethod
+    def _known_label_source(cls, name: str) -> str:
+        return _registered("corl.labels", "LABEL_SOURCES", name)
+
+    @field_validator("reward")
+    @classmethod
+    def _known_reward(cls, name: str) -> str:
+        return _registered("corl.rewards", "REWARDS", name)
+
     ema_momentum: float = Field(0.99, gt=0, lt=1, description="EMA teacher momentum for label_source 'ema'.")
     samples_per_prompt: int = Field(8, ge=1, description="K completions per prompt and agent.")
     prompts_per_step: int = Field(16, ge=1)
@@ -92,7 +121,32 @@ class CohortConfig(_Strict):
     min_agreement: float = Field(
         0.0, ge=0, le=1, description="A label needs at least this share of the teacher's K votes, else the prompt is unlabeled."
     )
-    generation_batch_size: int | None = Field(None, ge=1, description="Sequences per generate call (memory cap); None = all.")
+
+
+class RolloutConfig(_Strict):
+    """Who samples the rollouts: the engine and its options (see `corl.rollout`)."""
+
+    engine: str = Field("hf", description="Rollout engine: hf (Hugging Face generate, any device) or vllm (colocated vLLM).")
+    batch_size: int | None = Field(None, ge=1, description="hf: sequences per generate call (memory cap); None = all.")
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="vllm: share of accelerator memory (on CPU: of system RAM, for the KV cache) each agent's engine "
+        "may take; None = 0.45 on GPUs (as the paper's colocated runs), on CPU a share that fits every agent's engine.",
+    )
+    max_model_len: int | None = Field(
+        None, ge=16, description="vllm: longest prompt + completion; None = the prompt budget + max_new_tokens."
+    )
+    enforce_eager: bool = Field(True, description="vllm: no CUDA graphs / compilation (faster start-up; needed on CPU).")
+    sleep_mode: bool = Field(False, description="vllm on GPUs: free the engine's memory while the agent trains.")
+    tensor_parallel_size: int = Field(1, ge=1, description="vllm: shard each agent's engine over this many of its ranks.")
+    dtype: str = Field("auto", description="vllm: weight dtype of the engine (auto = the model's; float32 on CPU).")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, name: str) -> str:
+        return _registered("corl.rollout", "ENGINES", name)
 
 
 class GRPOConfig(_Strict):
@@ -110,6 +164,14 @@ class GRPOConfig(_Strict):
         None, ge=1, description="Sequences per forward/backward (gradient accumulation, bounds memory); None = all at once."
     )
     max_grad_norm: float | None = Field(1.0, gt=0)
+    importance_sampling: Literal["token_truncate", "token_mask", "sequence_mask", "off"] = Field(
+        "token_truncate",
+        description="Correction for a sampler with its own copy of the weights (vLLM): weight each token by "
+        "pi_train_old / pi_rollout, truncated at importance_sampling_cap (token_truncate), or drop tokens "
+        "(token_mask) or sequences (sequence_mask) above it. Not applied to the hf engine, which samples from "
+        "the trained weights. As TRL (vllm_importance_sampling_correction) and Yao et al. 2025 (truncated IS).",
+    )
+    importance_sampling_cap: float = Field(3.0, ge=1.0, description="Truncation cap of the importance weights.")
 
 
 class LoRAConfig(_Strict):
@@ -138,7 +200,7 @@ class ComputeConfig(_Strict):
 
 
 class DistributedConfig(_Strict):
-    """Runs under torchrun: one group of ranks per agent (see `corl.distributed`)."""
+    """Runs under torchrun: one group of ranks per agent (see `corl.parallel` and `corl.launch`)."""
 
     timeout_s: float = Field(
         600.0,
@@ -170,11 +232,29 @@ class LoggingConfig(_Strict):
 class RunConfig(_Strict):
     """A whole run: the cohort, its data, the update rule, and where results go."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, raw: Any) -> Any:
+        import importlib
+
+        for module in (raw.get("plugins") or []) if isinstance(raw, dict) else []:
+            try:
+                importlib.import_module(module)
+            except ImportError as err:
+                raise ValueError(f"plugins: cannot import {module!r}: {err}") from None
+        return raw
+
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Modules imported before anything is looked up by name: your own rollout engines, label sources, "
+        "rewards or task kinds, registered when their module is imported.",
+    )
     output_dir: str = "runs/corl"
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
     agents: list[AgentConfig] = Field(min_length=1)
     data: DataConfig
     cohort: CohortConfig = CohortConfig()
+    rollout: RolloutConfig = RolloutConfig()
     grpo: GRPOConfig = GRPOConfig()
     logging: LoggingConfig = LoggingConfig()
     compute: ComputeConfig = ComputeConfig()
@@ -186,13 +266,18 @@ class RunConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"agent names must be unique; repeated: {', '.join(dupes)}")
-        if self.cohort.label_source == "peer" and len(self.agents) < 2:
-            raise ValueError("cohort.label_source 'peer' needs at least 2 agents (use 'self' for a single agent)")
-        if self.cohort.label_source == "truth" and not self.data.answer_field:
-            raise ValueError("cohort.label_source 'truth' needs data.answer_field")
-        if self.cohort.label_source == "ema" and (self.compute.lora is not None or self.distributed.fsdp):
+        from corl.labels import label_source_spec
+
+        spec = label_source_spec(self.cohort.label_source)
+        if len(self.agents) < spec.min_agents:
+            raise ValueError(
+                f"cohort.label_source {spec.name!r} needs at least {spec.min_agents} agents (use 'self' for a single agent)"
+            )
+        if spec.reads_gold and not self.data.answer_field:
+            raise ValueError(f"cohort.label_source {spec.name!r} needs data.answer_field")
+        if spec.needs_teacher and (self.compute.lora is not None or self.distributed.fsdp):
             # the EMA teacher is a plain copy updated parameter by parameter from the policy
-            raise ValueError("cohort.label_source 'ema' does not work with compute.lora or distributed.fsdp yet")
+            raise ValueError(f"cohort.label_source {spec.name!r} does not work with compute.lora or distributed.fsdp yet")
         return self
 
     def prompt_field(self, agent: AgentConfig) -> str:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from corl.config import DEFAULT_INSTRUCTION
+from corl.registry import Registry
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
@@ -30,14 +31,30 @@ def _looks_local(source: str) -> bool:
     return source.endswith(LOCAL_SUFFIXES) or source.startswith((".", "/", "~"))
 
 
-TINY_PREFIX = "tiny:"
+# Named data sources, `<prefix>:<spec>` (the embedded task is `tiny:<split>[:<rows>]`): a
+# loader registered under the prefix turns the spec into rows. Built-in sources register
+# in `corl.sources`.
+DATA_SOURCES: Registry = Registry("data source", package="corl.sources")
+
+
+def register_data_source(prefix: str, loader: Callable[[str, str], list[dict]]) -> None:
+    """`loader(spec, source)` returns the rows of `<prefix>:<spec>` (raising DataError on a bad spec)."""
+    DATA_SOURCES.register(prefix, loader)
+
+
+def _named_source(source: str) -> Callable[[str, str], list[dict]] | None:
+    prefix, sep, _ = source.partition(":")
+    if not sep or len(prefix) < 2 or prefix not in DATA_SOURCES:  # "C:\data" and plain names are not sources
+        return None
+    return DATA_SOURCES.get(prefix)
 
 
 def load_rows(source: str, split: str | None = None) -> list[dict]:
-    """Rows of a local file (by suffix), of the embedded synthetic task
-    (`tiny:<split>[:<rows>]`, e.g. `tiny:train:2000`), or of a Hugging Face dataset (by name)."""
-    if source.startswith(TINY_PREFIX):
-        return _tiny_rows(source)
+    """Rows of a local file (by suffix), of a named source (`tiny:<split>[:<rows>]`, e.g.
+    `tiny:train:2000`, the embedded synthetic task), or of a Hugging Face dataset (by name)."""
+    loader = _named_source(source)
+    if loader is not None:
+        return loader(source.partition(":")[2], source)
     path = Path(source).expanduser()
     if path.is_file():
         return _read_local(path)
@@ -50,15 +67,6 @@ def load_rows(source: str, split: str | None = None) -> list[dict]:
     except Exception as err:  # datasets raises many types; the user needs the name and the cause
         raise DataError(f"could not load Hugging Face dataset {source!r} (split {split or 'train'!r}): {err}") from err
     return [dict(r) for r in ds]
-
-
-def _tiny_rows(source: str) -> list[dict]:
-    from corl.tiny.task import SPLITS, make_split
-
-    parts = source[len(TINY_PREFIX) :].split(":")
-    if len(parts) not in (1, 2) or parts[0] not in SPLITS or (len(parts) == 2 and not parts[1].isdigit()):
-        raise DataError(f"dataset {source!r}: write tiny:<split>[:<rows>] with split one of {', '.join(SPLITS)}")
-    return make_split(parts[0], int(parts[1]) if len(parts) == 2 else 500, seed=0)
 
 
 def _read_local(path: Path) -> list[dict]:

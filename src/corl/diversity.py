@@ -288,6 +288,7 @@ class StudySettings:
     chat: bool = False
     batch_size: int = 32
     device: str = "auto"
+    engine: str = "hf"  # rollout engine (corl.rollout); enters the key only when not hf
 
 
 @dataclass(frozen=True)
@@ -400,6 +401,7 @@ def cache_key(model: str, seed: int, problems: Sequence[dict], settings: StudySe
         "max_new_tokens": settings.max_new_tokens,
         "seed": seed,
         "template": {"format": settings.template, "instruction": settings.instruction, "chat": settings.chat},
+        **({"engine": settings.engine} if settings.engine != "hf" else {}),
     }  # fmt: skip
 
 
@@ -471,9 +473,10 @@ def _sample_model(
     progress: ProgressFn | None,
 ) -> tuple[dict[int, list[str]], str | None]:
     """Load `model` once and sample one completion per problem for each seed."""
+    from corl.config import RolloutConfig
     from corl.data import PromptTemplate
     from corl.models import load_policy
-    from corl.rollout import HFGenerateEngine, SamplingParams
+    from corl.rollout import SamplingParams, build_engine
 
     policy, tokenizer = load_policy(model, device=settings.device)
     policy.eval()
@@ -493,7 +496,7 @@ def _sample_model(
             )
         max_new = min(max_new, limit - longest)  # e.g. tiny models have 256 positions
     params = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_new_tokens=max_new)
-    engine = HFGenerateEngine(policy, tokenizer)
+    engine = build_engine(RolloutConfig(engine=settings.engine), policy, tokenizer)
     out: dict[int, list[str]] = {}
     for seed in seeds:
         name = _sample_name(model, seed, settings.seed)

@@ -116,3 +116,93 @@ def aggregate_loss(
         denom = per_token.shape[0] * (max_tokens if max_tokens is not None else per_token.shape[1])
         return (per_token * mask).sum() / denom
     raise ValueError(f"loss aggregation must be one of {LOSS_AGGREGATIONS}, got {mode!r}")
+
+
+IMPORTANCE_SAMPLING = ("token_truncate", "token_mask", "sequence_mask", "off")
+
+
+def importance_weights(
+    old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, mode: str = "token_truncate", cap: float = 3.0
+) -> torch.Tensor:
+    """Truncated importance sampling for a sampler that is not the trained model (vLLM).
+
+    The rollout engine's probabilities differ slightly from the trainer's (kernels,
+    precision): the policy-gradient estimate is corrected per token by
+    w_t = pi_train_old(y_t) / pi_rollout(y_t), truncated at `cap` (Yao et al. 2025,
+    "Your efficient RL framework secretly brings you off-policy RL training"; TRL's and
+    the paper's default, cap 3).
+
+    Args:
+        old_logprobs: [N, T] log-probs of the sampled tokens under the trainer before the update.
+        rollout_logprobs: [N, T] the same tokens' log-probs as the sampler computed them.
+        mask: [N, T] 1 on completion tokens.
+        mode: "token_truncate" min(w_t, cap); "token_mask" w_t where w_t <= cap, else 0;
+            "sequence_mask" 1 for a sequence whose ratio prod_t w_t <= cap, else 0; "off" 1.
+    Returns:
+        [N, T] weights, no gradient.
+    """
+    if mode not in IMPORTANCE_SAMPLING:
+        raise ValueError(f"importance sampling must be one of {IMPORTANCE_SAMPLING}, got {mode!r}")
+    if mode == "off":
+        return torch.ones_like(old_logprobs)
+    log_ratio = (old_logprobs - rollout_logprobs).detach() * mask  # [N, T]
+    ratio = torch.exp(log_ratio)
+    if mode == "token_truncate":
+        return torch.clamp(ratio, max=cap)
+    if mode == "token_mask":
+        return torch.where(ratio <= cap, ratio, torch.zeros_like(ratio))
+    keep = (log_ratio.sum(1, keepdim=True) <= torch.log(torch.tensor(cap))).to(old_logprobs.dtype)  # [N, 1]
+    return keep.expand_as(old_logprobs).clone()
+
+
+def mismatch_stats(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Per-token log-ratio log pi_train - log pi_rollout over real tokens: its mean, its
+    largest magnitude, and the k3 estimate of KL(pi_rollout || pi_train) (a diagnostic)."""
+    m = mask.bool()
+    if not m.any():
+        return {"logratio_mean": 0.0, "logratio_max": 0.0, "kl": 0.0}
+    d = (old_logprobs - rollout_logprobs).detach()[m]  # [tokens]
+    return {
+        "logratio_mean": float(d.mean()),
+        "logratio_max": float(d.abs().max()),
+        "kl": float((torch.exp(d) - d - 1.0).mean()),
+    }
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    aggregation: str = "grpo",
+    max_tokens: int | None = None,
+    beta: float = 0.0,
+    ref_logprobs: torch.Tensor | None = None,
+    is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The GRPO loss of one minibatch (clipped objective, optional KL, importance weights).
+
+    Args:
+        logprobs: [n, T] under the policy being optimised (with grad).
+        old_logprobs: [n, T] under the policy before this update (no grad).
+        advantages: [n] one per sequence.
+        mask: [n, T] 1 on completion tokens.
+        max_tokens: the divisor of "dr_grpo" (the completion budget, a constant).
+        ref_logprobs: [n, T] under the frozen reference, needed when beta > 0.
+        is_weights: [n, T] importance weights of an off-policy sampler (`importance_weights`).
+    Returns:
+        (scalar loss, [n, T] bool clip-active mask, [n, T] per-token k3 KL (zeros when beta = 0)).
+    """
+    per_token, clipped = clipped_policy_loss(logprobs, old_logprobs, advantages, eps_low, eps_high)  # [n, T]
+    if is_weights is not None:
+        per_token = per_token * is_weights
+    kl = torch.zeros_like(per_token)
+    if beta > 0:
+        if ref_logprobs is None:
+            raise ValueError("beta > 0 needs the reference model's log-probs")
+        kl = kl_k3(logprobs, ref_logprobs)
+        per_token = per_token + beta * kl
+    return aggregate_loss(per_token, mask, aggregation, max_tokens=max_tokens), clipped, kl.detach()

@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 
 from corl.cohort import CohortTrainer
-from corl.config import validate_config
+from corl.config import RolloutConfig, validate_config
 from corl.data import build_problems, load_rows
 from corl.evaluate import accuracy_by_group, grade, sample_answers
-from corl.rollout import HFGenerateEngine, SamplingParams
+from corl.rollout import SamplingParams, build_engine
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ class QuickstartOptions:
     budget_s: float = 600.0  # optional methods (beyond ESSENTIAL) run only if predicted to finish within it
     pretrain_steps: int | None = None  # override the families' pretraining steps (CI smoke)
     out: Path = Path("runs/quickstart")
+    engine: str = "hf"  # rollout engine of every run and evaluation (corl.rollout)
     progress: bool = True
 
     @staticmethod
@@ -132,7 +133,7 @@ def test_split(opts: QuickstartOptions) -> tuple[list[str], list[str], list[str]
 def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, seed: int = 0) -> dict:
     """Greedy accuracy per problem type and average; avg@k at T=1; one sampled answer per problem."""
     problems, gold, types = test
-    engine = HFGenerateEngine(model, tokenizer)
+    engine = build_engine(RolloutConfig(engine=opts.engine), model, tokenizer)
     prompts = [p + "\n" for p in problems]  # the template of every quickstart run: "{problem}\n"
     greedy, _ = sample_answers(engine, prompts, 1, SamplingParams(0.0, 1.0, opts.max_new_tokens))
     torch.manual_seed(seed)
@@ -185,6 +186,7 @@ def run_config(
     return {
         "output_dir": str(run_dir),
         "device": "cpu",
+        "rollout": {"engine": opts.engine},
         "agents": [{"name": name, "model": str(path), "lr": opts.lr, "seed": s} for name, path, s in agents],
         "data": {
             "train": f"tiny:train:{opts.train_size}",
@@ -310,7 +312,7 @@ def _step_bar(trainer: CohortTrainer, opts: QuickstartOptions):
         return
     from rich.console import Console
 
-    from corl.cli.progress import StepProgress
+    from corl.progress import StepProgress
 
     with StepProgress(trainer, Console(stderr=True)) as bar:
         yield bar

@@ -57,6 +57,7 @@ def diversity(
     answer_field: str = typer.Option("answer", help="Dataset field holding the reference answer."),
     batch_size: int = typer.Option(32, help="Prompts per generate call."),
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:1, ..."),
+    engine: str = typer.Option("hf", help="Rollout engine: hf (any device) or vllm (pip install corl[vllm])."),
     out: Path = typer.Option(Path("runs/diversity"), "--out", help="Folder for diversity.json and kappa_heatmap.png."),
     cache: Path | None = typer.Option(None, "--cache", help="Folder of cached samples (default OUT/cache)."),
     refresh: bool = typer.Option(False, "--refresh", help="Sample again even where a cached sample matches."),
@@ -80,7 +81,7 @@ def diversity(
     settings = StudySettings(
         data=data, split=split, filters=parsed, n=n or None, problem_field=problem_field, answer_field=answer_field,
         temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, template=template,
-        instruction=instruction, chat=chat, batch_size=batch_size, device=device,
+        instruction=instruction, chat=chat, batch_size=batch_size, device=device, engine=engine,
     )  # fmt: skip
     # Under --json, stdout carries the JSON object alone: anything a library prints goes to stderr.
     redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()

@@ -25,6 +25,7 @@ def evaluate(
     group_by: str | None = typer.Option(None, help="Also report accuracy per value of this field (e.g. level, type)."),
     batch_prompts: int = typer.Option(32, min=1, help="Prompts per generate call."),
     seed: int = 0,
+    engine_name: str = typer.Option("hf", "--engine", help="Rollout engine: hf (any device) or vllm (pip install corl[vllm])."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
 ) -> None:
     """Evaluate one or more models; several models are also scored as a pooled-vote ensemble."""
@@ -33,10 +34,11 @@ def evaluate(
     from rich.progress import Progress
     from rich.table import Table
 
+    from corl.config import RolloutConfig
     from corl.data import DataError, PromptTemplate, build_problems, load_rows
     from corl.evaluate import accuracy_by_group, grade, majority_correct, pooled, sample_answers, score
     from corl.models import load_policy
-    from corl.rollout import HFGenerateEngine, SamplingParams
+    from corl.rollout import SamplingParams, build_engine
 
     err = Console(stderr=True)
     try:
@@ -52,7 +54,7 @@ def evaluate(
         for name in models:
             model, tok = load_policy(name)
             tmpl = PromptTemplate(template, instruction, chat)
-            engine = HFGenerateEngine(model, tok, add_special_tokens=not chat)
+            engine = build_engine(RolloutConfig(engine=engine_name), model, tok, add_special_tokens=not chat)
             prompts = [tmpl.render(p.texts[prompt_field], tok) for p in problems]
             task = bar.add_task(f"{name}", total=2 * len(prompts))
             advance = lambda m, task=task: bar.advance(task, m)  # noqa: E731

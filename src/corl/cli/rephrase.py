@@ -248,9 +248,10 @@ def _check(console, output: Path, field: str, id_field: str, new_field: str, mod
 
     import torch
 
+    from corl.config import RolloutConfig
     from corl.models import load_policy
     from corl.rephrase import answer_agreement, dropped_numbers, row_ids, sample_indices
-    from corl.rollout import HFGenerateEngine, SamplingParams
+    from corl.rollout import SamplingParams, build_engine
 
     rows = _read_jsonl(output)
     ids = row_ids(rows, id_field)
@@ -258,7 +259,7 @@ def _check(console, output: Path, field: str, id_field: str, new_field: str, mod
     torch.manual_seed(seed)
     policy, tokenizer = load_policy(model, device=device)
     template = dataclasses.replace(template, chat=bool(getattr(tokenizer, "chat_template", None)))
-    engine = HFGenerateEngine(policy, tokenizer, add_special_tokens=not template.chat)
+    engine = build_engine(RolloutConfig(), policy, tokenizer, add_special_tokens=not template.chat)
     params = SamplingParams(temperature=temperature, top_p=1.0, max_new_tokens=max_tokens)
     progress = _progress(console)
     task = progress.add_task(f"checking with {model}", total=len(picked))

@@ -16,8 +16,8 @@ def train(
     """Train a cohort with Co-RL (label_source peer), TTRL (self) or GT-Reward (truth)."""
     from rich.console import Console
 
-    from corl.cli.progress import StepProgress
     from corl.config import ConfigError, load_config
+    from corl.progress import StepProgress
 
     console = Console(stderr=True)
     if resume is None and config is None:
@@ -33,7 +33,8 @@ def train(
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
     from corl.data import DataError
-    from corl.distributed import PeerFailure, launch
+    from corl.launch import launch
+    from corl.parallel import PeerFailure
 
     try:
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))

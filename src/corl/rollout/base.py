@@ -34,6 +34,9 @@ class Rollout:
     prompt_length: int  # P
     num_samples: int  # K
     eos_ids: tuple[int, ...] = ()
+    # True when the sampler holds its own copy of the weights (vLLM): its log-probs then
+    # differ from the trainer's, and the update corrects for it (grpo.importance_weights).
+    separate_sampler: bool = False
     # Extra per-sequence model inputs the update's forward pass must be given as well
     # (a vision-language model's pixel values): name -> tensor with N rows.
     model_inputs: dict[str, torch.Tensor] = field(default_factory=dict)

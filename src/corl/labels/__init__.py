@@ -1,0 +1,37 @@
+"""Where a prompt's label comes from: majority votes, the answers table, label sources.
+
+Label sources are registered by name with a spec of what they need
+(`corl.labels.registry`); a new one is a module that calls `register_label_source`,
+imported below (or named in the config's `plugins`).
+"""
+
+from corl.labels import sources  # noqa: F401  (registers the built-in label sources)
+from corl.labels.registry import (
+    LABEL_SOURCES,
+    LabelContext,
+    LabelSourceSpec,
+    build_label_source,
+    label_source_spec,
+    register_label_source,
+)
+from corl.labels.sources import ema_labels, peer_labels, ring_teacher, self_labels, truth_labels
+from corl.labels.vote import AnswersTable, Labels, LabelSource, Vote, majority_vote
+
+__all__ = [
+    "LABEL_SOURCES",
+    "AnswersTable",
+    "LabelContext",
+    "LabelSource",
+    "LabelSourceSpec",
+    "Labels",
+    "Vote",
+    "build_label_source",
+    "ema_labels",
+    "label_source_spec",
+    "majority_vote",
+    "peer_labels",
+    "register_label_source",
+    "ring_teacher",
+    "self_labels",
+    "truth_labels",
+]

@@ -1,0 +1,76 @@
+"""Majority votes and the answers table: the one snapshot of a step that label sources read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Vote:
+    """The winner of a majority vote over canonical answer keys."""
+
+    key: str  # canonical key of the winning answer
+    answer: str  # the winning answer as first written by a voter
+    count: int  # votes for the winner
+    total: int  # voters, parseable or not (K)
+
+    @property
+    def agreement(self) -> float:
+        """Share of all K samples that voted for the winner."""
+        return self.count / self.total if self.total else 0.0
+
+
+def majority_vote(keys: Sequence[str | None], answers: Sequence[str | None] | None = None) -> Vote | None:
+    """Most common non-None key; None when no sample has a parseable answer.
+
+    Tie-break (deterministic, documented): among keys with the top count, the one whose
+    first occurrence comes earliest in sample order wins. Sample order is the order the
+    rollout engine returned, so the rule is reproducible under a fixed seed and does not
+    depend on string hashing; it also favours neither answer systematically (unlike
+    "lexicographically smallest"), which keeps the even-K theory unbiased.
+
+    Args:
+        keys: [K] canonical answer keys (None = no final answer).
+        answers: [K] answers as written, to report the winner's spelling (defaults to keys).
+    """
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key is None:
+            continue
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, i)
+    if not counts:
+        return None
+    winner = max(counts, key=lambda k: (counts[k], -first[k]))
+    spelled = answers[first[winner]] if answers is not None else winner
+    return Vote(key=winner, answer=spelled if spelled is not None else winner, count=counts[winner], total=len(keys))
+
+
+@dataclass(frozen=True)
+class AnswersTable:
+    """Every agent's answers for one step's prompts: the only thing agents exchange.
+
+    answers[n][b][k] is agent n's k-th answer (as written, None when absent) for prompt
+    prompt_ids[b]; keys has the same shape and holds canonical vote keys. The teacher_*
+    fields hold the samples of each agent's EMA teacher (Co-rewarding-II) when it has one.
+    """
+
+    prompt_ids: tuple[str, ...]
+    answers: tuple[tuple[tuple[str | None, ...], ...], ...]  # [N][B][K]
+    keys: tuple[tuple[tuple[str | None, ...], ...], ...]  # [N][B][K]
+    teacher_answers: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
+    teacher_keys: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.answers)
+
+    def majority(self, agent: int, prompt: int) -> Vote | None:
+        return majority_vote(self.keys[agent][prompt], self.answers[agent][prompt])
+
+
+# labels[n][b]: the label of agent n for prompt b, or None (unlabeled: reward 0 for all K).
+Labels = list[list[Vote | None]]
+LabelSource = Callable[[AnswersTable], Labels]

@@ -1,0 +1,220 @@
+"""The entry point of a run: one process, or this rank of a torchrun world.
+
+    corl train CONFIG                                                # one process, every agent
+    torchrun --standalone --nproc-per-node 2 -m corl train CONFIG    # one machine, 2 processes
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \\
+             --rdzv-endpoint HEAD:29500 -m corl train CONFIG         # on every node
+    srun --nodes 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \\
+         --rdzv-endpoint $(scontrol show hostnames | head -1):29500 -m corl train CONFIG
+
+This is the one module that imports both the trainer and the parallel pieces. Across
+agents only the answers table and per-step statistics travel, by all_gather_object over
+the whole world (gloo: objects are small). Agents of any architecture and size mix.
+
+Failure: the first rank to fail writes RUN_DIR/failure.json, and every rank exits
+non-zero (torchrun then stops the rest). Multi-node: checkpoints and metrics are written
+into the run directory by several ranks, so it must be on a filesystem that every node
+sees; training itself needs none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from corl.cohort import CohortTrainer
+from corl.config import ConfigError, RunConfig
+from corl.models import resolve_device
+from corl.parallel import (
+    DataParallel,
+    Heartbeat,
+    LauncherStopped,
+    Layout,
+    PeerFailure,
+    WorldExchange,
+    plan_layout,
+    under_torchrun,
+)
+
+FAILURE_FILE = "failure.json"
+FAULT_ENV = "CORL_TEST_FAULT"  # test-only fault injection, see `_injected_fault`
+
+
+def launch(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress_factory=None) -> dict | None:
+    """Run a cohort in this process, or as this rank of a torchrun world.
+
+    Returns the last metrics on the main process (None on the other ranks).
+    """
+    if resume and cfg.compute.lora is not None:
+        raise ConfigError(
+            "resuming a run with compute.lora is not supported yet: its checkpoints hold the merged weights; "
+            "start a new run from them (agents.N.model=RUN_DIR/checkpoints/step_.../NAME)"
+        )
+    if under_torchrun():
+        return _launch_distributed(cfg, Path(run_dir), resume, progress_factory)
+    if cfg.distributed.fsdp:
+        raise ConfigError("distributed.fsdp needs torchrun, also on one GPU: torchrun --nproc-per-node 1 -m corl train CONFIG")
+    return _train(CohortTrainer(cfg, run_dir, resume=resume), progress_factory)
+
+
+def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] | None = None) -> dict:
+    if progress_factory is None:
+        return trainer.train(on_step=on_step)
+    with progress_factory(trainer) as progress:
+
+        def both(step: int, metrics: dict) -> None:
+            progress(step, metrics)
+            if on_step is not None:
+                on_step(step, metrics)
+
+        return trainer.train(on_step=both)
+
+
+def _device(cfg: RunConfig) -> torch.device:
+    device = resolve_device(cfg.device)
+    if device.type == "cuda":  # one GPU per local rank, whatever index the config names
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    return device
+
+
+def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_factory) -> dict | None:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    layout = plan_layout([a.name for a in cfg.agents], world, cfg.distributed.placement)
+    device = _device(cfg)
+    if cfg.distributed.fsdp and device.type != "cuda":
+        raise ConfigError(
+            "distributed.fsdp runs on GPUs only: FSDP2 over gloo averages gradients wrongly (pytorch#162338). "
+            "On CPU leave it off: each agent's ranks then use plain data parallelism"
+        )
+    if layout.dp_size > cfg.cohort.prompts_per_step:
+        raise ConfigError(
+            f"each agent has {layout.dp_size} data-parallel ranks but cohort.prompts_per_step is {cfg.cohort.prompts_per_step}: "
+            "every rank needs at least one prompt per step"
+        )
+    timeout = timedelta(seconds=cfg.distributed.timeout_s)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    heartbeat = Heartbeat(store, rank, cfg.distributed.timeout_s, layout)
+    previous_handler = signal.signal(signal.SIGTERM, _stopped_by_launcher)
+    try:
+        # Objects travel over gloo: NCCL would move every pickled table through the GPU.
+        objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
+        dp = _data_parallel(layout, rank, device, backend, timeout, heartbeat, cfg.distributed.fsdp)
+        placement = layout.placement(rank)
+        trainer = CohortTrainer(
+            cfg,
+            run_dir,
+            resume=resume,
+            placement=placement,
+            exchange=WorldExchange(heartbeat, objects),
+            device=device,
+            data_parallel=dp,
+        )
+        heartbeat.context = f"step {trainer.start_step}"
+        fault = _injected_fault(cfg, placement)
+
+        def on_step(step: int, metrics: dict) -> None:
+            heartbeat.context = f"step {step + 1}"
+            if fault is not None:
+                fault(step + 1)
+
+        last = _train(trainer, progress_factory if placement.is_main else None, on_step)
+    except BaseException as err:
+        _report_failure(run_dir, rank, layout, heartbeat, err)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    dist.destroy_process_group()
+    return last if rank == 0 else None
+
+
+def _data_parallel(
+    layout: Layout, rank: int, device: torch.device, backend: str, timeout: timedelta, heartbeat: Heartbeat, fsdp: bool
+) -> DataParallel:
+    """The ("agent", "dp") device mesh; this rank's agent group is its 1-D "dp" sub-mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    shape = (layout.world // layout.dp_size, layout.dp_size)  # with P < N the first axis counts processes
+    try:
+        options = dist.ProcessGroupNCCL.Options() if backend == "nccl" else dist.ProcessGroupGloo._Options()
+        options._timeout = timeout  # sub-groups would otherwise get torch's default (30 min)
+        mesh = init_device_mesh(device.type, shape, mesh_dim_names=("agent", "dp"), backend_override={"dp": (backend, options)})
+    except (AttributeError, TypeError):  # torch < 2.6: no backend_override
+        mesh = init_device_mesh(device.type, shape, mesh_dim_names=("agent", "dp"))
+    dp_mesh = mesh["dp"]
+    return DataParallel(
+        group=dp_mesh.get_group(),
+        ranks=layout.dp_ranks(rank),
+        rank=rank % layout.dp_size,
+        heartbeat=heartbeat,
+        mesh=dp_mesh if fsdp else None,
+        device=device,
+    )
+
+
+def _stopped_by_launcher(signum, frame) -> None:
+    raise LauncherStopped("stopped by the launcher (SIGTERM)")
+
+
+def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbeat, err: BaseException) -> None:
+    """Publish this rank's failure to the others and write RUN_DIR/failure.json (first writer wins)."""
+    if isinstance(err, LauncherStopped):
+        message = f"{err} in {heartbeat.context}: another rank has probably exited; see the launcher's summary"
+    elif isinstance(err, PeerFailure):
+        message = str(err)
+    else:
+        message = f"{type(err).__name__}: {err}"
+    me = layout.describe([rank])
+    record = {
+        "rank": rank,
+        "agents": [layout.names[n] for n in layout.hosts[rank]],
+        "error": message,
+        "missing": [{"rank": r, "agents": [layout.names[n] for n in layout.hosts[r]]} for r in getattr(err, "missing", [])],
+        "where": heartbeat.context,
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if not isinstance(err, PeerFailure):  # a PeerFailure's cause is already known to the others
+        heartbeat.publish(record)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / FAILURE_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except OSError:
+        pass  # an earlier failure is already recorded (or the directory is unwritable)
+    else:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"reported_by": me, **record}, f, indent=1)
+    print(f"corl: {me}: {message}", file=sys.stderr, flush=True)
+
+
+def _injected_fault(cfg: RunConfig, placement) -> Callable[[int], None] | None:
+    """TEST-ONLY fault injection: CORL_TEST_FAULT="AGENT:hang|exit:STEP" makes the first
+    (dp rank 0) process of agent AGENT hang forever, or exit at once with status 17, just
+    before step STEP (>= 1). Used by tests/test_distributed.py; never set it in real runs."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return None
+    name, mode, at = spec.split(":")
+    names = [a.name for a in cfg.agents]
+    if names.index(name) not in placement.agents or placement.dp_rank != 0:
+        return None
+
+    def fault(step: int) -> None:
+        if step != int(at):
+            return
+        if mode == "hang":
+            while True:
+                time.sleep(3600)
+        os._exit(17)
+
+    return fault

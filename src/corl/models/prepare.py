@@ -1,0 +1,124 @@
+"""How a policy is held for training: gradient checkpointing, LoRA adapters, FSDP2 sharding,
+bf16; and how it is written back as a plain Hugging Face folder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from corl.config import ComputeConfig, LoRAConfig
+
+
+def prepare_model(model, compute: ComputeConfig | None, dp):
+    """The trainable policy as configured: gradient checkpointing, LoRA adapters, then FSDP2
+    sharding over the agent's own dp ranks (or bf16 autocast, without FSDP)."""
+    compute = compute or ComputeConfig()
+    if compute.gradient_checkpointing:
+        # Non-reentrant: works with frozen inputs (LoRA) and with FSDP2. HF turns the KV cache
+        # off only in training mode, so generation keeps it.
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 renamed it
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if compute.lora is not None:
+        model = add_lora(model, compute.lora)
+    if dp.fsdp:
+        shard_with_fsdp(model, dp.mesh, compute.bf16)
+    elif compute.bf16:
+        _autocast_bf16(model)
+    return model
+
+
+def prepare_frozen(model, compute: ComputeConfig | None):
+    """A frozen copy (KL reference, EMA teacher) computes in the policy's precision."""
+    if compute is not None and compute.bf16:
+        _autocast_bf16(model)
+    return model
+
+
+def _autocast_bf16(model) -> None:
+    # float32 master weights, bfloat16 matmuls: wrap forward, which generate() also calls
+    device_type = next(model.parameters()).device.type
+    model.forward = torch.autocast(device_type=device_type, dtype=torch.bfloat16)(model.forward)
+
+
+def add_lora(model, lora: LoRAConfig):
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "compute.lora needs the `peft` package: pip install peft (or pip install 'corl[gpu]')"
+        ) from None
+    config = LoraConfig(
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules, task_type="CAUSAL_LM"
+    )
+    return get_peft_model(model, config)
+
+
+def shard_with_fsdp(model, mesh, bf16: bool) -> None:
+    """FSDP2 over the 1-D `mesh` (this agent's dp ranks): each transformer block, then the rest."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    if mesh.ndim != 1:
+        raise ValueError("FSDP must shard over one agent's 1-D 'dp' mesh; a 2-D mesh would average gradients across agents")
+    # The root is the Hugging Face model even under a peft wrapper: generate() calls its
+    # forward directly, and FSDP needs the first forward to enter through the root.
+    root = model.get_base_model() if hasattr(model, "get_base_model") else model
+    block_names = set(getattr(root, "_no_split_modules", None) or ())
+    blocks = [m for m in root.modules() if type(m).__name__ in block_names]
+    if not blocks:
+        raise ValueError(f"cannot find the transformer blocks of {type(root).__name__} to shard (its _no_split_modules is empty)")
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
+    for block in blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(root, mesh=mesh, mp_policy=policy)
+
+
+def save_policy(model, folder: Path, state: dict | None = None) -> None:
+    """Write a plain Hugging Face model folder (from_pretrained and eval harnesses load it).
+
+    `state` is the whole state dict when the live model is sharded. LoRA adapters are merged
+    into the weights they adapt (W + scale * B @ A), computed on the saved tensors so the
+    live weights stay untouched.
+    """
+    if not hasattr(model, "get_base_model"):  # not a peft model
+        with _writes_on_this_rank(model):
+            model.save_pretrained(folder, state_dict=state)
+        return
+    state = dict(state if state is not None else {k: v.detach().cpu() for k, v in model.state_dict().items()})
+    prefix = "base_model.model."
+    for name, module in model.named_modules():
+        if not hasattr(module, "lora_A") or f"{name}.base_layer.weight" not in state:
+            continue
+        for adapter in module.lora_A:  # "default"
+            a = state.pop(f"{name}.lora_A.{adapter}.weight").float()  # [r, in]
+            b = state.pop(f"{name}.lora_B.{adapter}.weight").float()  # [out, r]
+            delta = (b @ a) * module.scaling[adapter]  # [out, in]
+            if getattr(module, "fan_in_fan_out", False):  # GPT-2's Conv1D stores [in, out]
+                delta = delta.T
+            weight = state[f"{name}.base_layer.weight"]
+            state[f"{name}.base_layer.weight"] = (weight.float() + delta).to(weight.dtype)
+    clean = {}
+    for key, value in state.items():
+        if "lora_" in key:
+            continue
+        clean[key.removeprefix(prefix).replace(".base_layer.", ".")] = value
+    with _writes_on_this_rank(model.get_base_model()) as base:
+        base.save_pretrained(folder, state_dict=clean)
+
+
+@contextmanager
+def _writes_on_this_rank(model) -> Iterator:
+    """transformers >= 5 writes a model only on *global* rank 0 once torch.distributed is up
+    (`should_save_on_this_rank`); here each agent's own dp rank 0 writes its agent."""
+    if not hasattr(model, "should_save_on_this_rank"):
+        yield model
+        return
+    model.should_save_on_this_rank = lambda is_main_process: is_main_process
+    try:
+        yield model
+    finally:
+        del model.should_save_on_this_rank

@@ -1,0 +1,160 @@
+"""How the answers table travels between processes, and how a peer's failure is named.
+
+Before every collective, the ranks that take part meet in the c10d store (`Heartbeat`).
+A rank that does not arrive within distributed.timeout_s is named, with its agents, by
+every rank that waited for it; a rank that raises publishes its error so that the others
+stop at their next meeting; every collective also carries the same timeout (a peer dying
+inside one fails it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Protocol
+
+import torch.distributed as dist
+
+from corl.parallel.layout import Layout
+
+
+class Exchange(Protocol):
+    """What the loop needs to see every process's share of a step."""
+
+    def all_gather(self, obj) -> list:
+        """Every process's `obj`, in rank order (the identity in one process)."""
+        ...
+
+    def barrier(self) -> None: ...
+
+
+class LocalExchange:
+    """One process holds the whole cohort: gathering is the identity."""
+
+    def all_gather(self, obj):
+        return [obj]
+
+    def barrier(self) -> None:
+        pass
+
+
+class PeerFailure(RuntimeError):
+    """Another rank did not answer, or failed: the message names it (rank and agents)."""
+
+    def __init__(self, message: str, missing: Sequence[int] = ()):
+        super().__init__(message)
+        self.missing = list(missing)
+
+
+class LauncherStopped(PeerFailure):
+    """SIGTERM: torchrun stops every rank as soon as one of them has exited."""
+
+
+class Heartbeat:
+    """Meetings in the c10d store before each collective, so that a rank that never comes is
+    named instead of leaving the others blocked inside a collective.
+
+    Each meeting of a group is numbered; every rank writes its key, then polls until all
+    keys of the group are there, the timeout passes (-> PeerFailure naming the absent
+    ranks) or a rank has published a failure (-> PeerFailure quoting it). The store is
+    torchrun's (hosted by the launcher), so it outlives any one worker.
+    """
+
+    def __init__(self, store, rank: int, timeout_s: float, layout: Layout):
+        self.store = dist.PrefixStore("corl", store)
+        self.rank = rank
+        self.timeout_s = timeout_s
+        self.layout = layout
+        self.context = "start-up"  # where the run is, for messages ("step 3")
+        self._meetings: Counter[str] = Counter()
+        self._last_key: dict[str, str] = {}
+
+    def meet(self, group: str, ranks: Sequence[int], what: str) -> None:
+        """Wait until every rank of `ranks` has come to this group's next meeting."""
+        prefix = f"{group}/{self._meetings[group]}/"
+        self._meetings[group] += 1
+        self.store.set(prefix + str(self.rank), b"")
+        keys = [prefix + str(r) for r in ranks]
+        deadline = time.monotonic() + self.timeout_s
+        pause, next_failure_check = 0.0005, 0.0
+        try:
+            while not self.store.check(keys):
+                now = time.monotonic()
+                if now >= next_failure_check:
+                    self._raise_if_published()
+                    next_failure_check = now + 0.5
+                if now >= deadline:
+                    missing = [r for r, key in zip(ranks, keys) if not self.store.check([key])]
+                    raise PeerFailure(
+                        f"{self.layout.describe(missing)} did not answer within {self.timeout_s:g} s "
+                        f"(distributed.timeout_s) at the {what} in {self.context}; "
+                        f"{self.layout.describe([self.rank])} gave up waiting",
+                        missing,
+                    )
+                time.sleep(pause)
+                pause = min(2 * pause, 0.01)  # at most 10 ms late; a few hundred store reads a second
+        except LauncherStopped:
+            missing = [r for r, key in zip(ranks, keys) if not self.store.check([key])]
+            raise PeerFailure(
+                f"stopped by the launcher while waiting for {self.layout.describe(missing)} at the {what} in "
+                f"{self.context} (torchrun stops every rank once one has exited: that one is probably the cause)",
+                missing,
+            ) from None
+        # Everyone has reached this meeting, hence passed the previous one: its key can go.
+        if group in self._last_key:
+            self.store.delete_key(self._last_key[group])
+        self._last_key[group] = prefix + str(self.rank)
+
+    def publish(self, record: dict) -> None:
+        """Tell every other rank that this one failed (the first published failure stays)."""
+        with contextlib.suppress(RuntimeError):  # the store itself is gone: nothing to tell anyone
+            self.store.compare_set("failure", "", json.dumps(record))
+
+    def _raise_if_published(self) -> None:
+        if self.store.check(["failure"]):
+            record = json.loads(self.store.get("failure"))
+            if record["rank"] != self.rank:
+                raise PeerFailure(f"{self.layout.describe([record['rank']])} failed: {record['error']}", [record["rank"]])
+
+
+# -- the answers table between processes -----------------------------------------------------------
+
+
+class WorldExchange:
+    """`all_gather` of small Python objects over every rank (the answers table, statistics)."""
+
+    def __init__(self, heartbeat: Heartbeat, group=None):
+        self.heartbeat = heartbeat
+        self.group = group  # a gloo group; None = the default group (gloo on CPU)
+        self.ranks = range(heartbeat.layout.world)
+
+    def all_gather(self, obj) -> list:
+        self.heartbeat.meet("world", self.ranks, "exchange between agents")
+        out = [None] * len(self.ranks)
+        with collective("exchange between agents", self.heartbeat):
+            dist.all_gather_object(out, obj, group=self.group)
+        return out
+
+    def barrier(self) -> None:
+        self.heartbeat.meet("world", self.ranks, "barrier")
+
+
+@contextmanager
+def collective(what: str, heartbeat: Heartbeat) -> Iterator[None]:
+    """Turn a failed collective (a peer died inside it, or its timeout passed) into PeerFailure."""
+    try:
+        yield
+    except RuntimeError as err:
+        if isinstance(err, PeerFailure):
+            raise
+        try:
+            heartbeat._raise_if_published()  # a peer said why
+        except PeerFailure as cause:
+            raise cause from err
+        raise PeerFailure(
+            f"the {what} failed on {heartbeat.layout.describe([heartbeat.rank])} in {heartbeat.context}: {err}"
+        ) from err

@@ -1,0 +1,36 @@
+"""Task kinds by name (`data.task`): what an answer is, how answers vote and agree.
+
+A task kind turns a group of completions into answers and vote keys, and says when an
+answer agrees with a label. Math reads the final stated answer; code runs the program
+on the problem's public inputs and takes its behaviour as the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from corl.registry import Registry
+
+# texts [B*K] grouped by prompt, the B problems, K -> ([B][K] answers, [B][K] vote keys)
+AnswerFn = Callable[[Sequence[str], Sequence, int], tuple[list[tuple], list[tuple]]]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    answers: AnswerFn
+    equivalent: Callable[[str, str], bool]  # a completion's answer vs a label's answer
+    key: Callable[[str], str]  # the vote key of a written answer (a gold label's, say)
+    description: str = ""
+
+
+TASKS: Registry = Registry("task kind", package="corl.tasks")
+
+
+def register_task(spec: TaskSpec) -> TaskSpec:
+    return TASKS.register(spec.name, spec)
+
+
+def task_spec(name: str) -> TaskSpec:
+    return TASKS.get(name)
