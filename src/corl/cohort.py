@@ -111,12 +111,19 @@ class Dataset:
     gold: AnswerKey  # empty when the data has no answer column
     rows: list[dict] = field(default_factory=list)
 
+    def row(self, problem_id: str) -> dict:
+        """The whole dataset row of a problem (with its hidden tests): for gold rewards only."""
+        if not hasattr(self, "_by_id"):
+            self._by_id = dict(zip((p.id for p in self.problems), self.rows, strict=True))
+        return self._by_id[problem_id]
+
 
 def load_train_data(cfg: RunConfig) -> Dataset:
     """Training problems with every agent's wording (its field, or its own aligned file)."""
     rows = load_rows(cfg.data.train, cfg.data.split)[: cfg.data.max_rows]
     fields = sorted({cfg.prompt_field(a) for a in cfg.agents if not a.data} or {cfg.data.prompt_field})
-    problems, gold = build_problems(rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field)
+    inputs = task_spec(cfg.data.task).input_fields
+    problems, gold = build_problems(rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field, inputs)
     for agent in cfg.agents:
         if agent.data:
             own = load_rows(agent.data, cfg.data.split)
@@ -129,7 +136,8 @@ def load_eval_data(cfg: RunConfig) -> Dataset | None:
     if not cfg.data.val:
         return None
     rows = load_rows(cfg.data.val, cfg.data.val_split)[: cfg.data.val_size]
-    problems, gold = build_problems(rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, cfg.data.answer_field)
+    inputs = task_spec(cfg.data.task).input_fields
+    problems, gold = build_problems(rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, cfg.data.answer_field, inputs)
     if not gold:
         raise ValueError("data.val needs an answer column (data.answer_field) to measure accuracy")
     return Dataset(problems, gold, rows)
@@ -263,6 +271,8 @@ class CohortTrainer:
             if self.reward.binary:
                 own = [table.answers[n][p] for p in positions], [table.keys[n][p] for p in positions]
                 rewards[n] = self.reward.from_labels(*own, [labels[n][p] for p in positions], self.task.equivalent)
+            elif self.reward.reads_gold:
+                rewards[n] = self.reward.from_gold(rollouts[n].texts, [self.train_data.row(p.id) for p in mine], k)
             else:
                 rewards[n] = agent.logit_rewards(rollouts[n], self.reward.from_logits, cfg.temperature)
 

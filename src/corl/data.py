@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +109,9 @@ class Problem:
 
     id: str
     texts: dict[str, str]  # field name -> problem text
+    # What the task kind may read besides the text (a code problem's entry point and
+    # public test inputs), copied from the fields its spec names; never the answer.
+    inputs: dict = field(default_factory=dict)
 
 
 AnswerKey = dict[str, str]  # row id -> ground-truth answer
@@ -144,6 +147,7 @@ def build_problems(
     prompt_fields: Sequence[str],
     id_field: str = "id",
     answer_field: str | None = None,
+    input_fields: Sequence[str] = (),
 ) -> tuple[list[Problem], AnswerKey]:
     """Split rows into label-free problems and a separate answer key.
 
@@ -156,7 +160,7 @@ def build_problems(
     key: AnswerKey = {}
     for i, (pid, row) in enumerate(zip(row_ids(rows, source, id_field), rows)):
         texts = {f: _field(row, f, source, i, "data.prompt_field or agents[].prompt_field") for f in prompt_fields}
-        problems.append(Problem(id=pid, texts=texts))
+        problems.append(Problem(id=pid, texts=texts, inputs={f: row[f] for f in input_fields if f in row}))
         if answer_field:
             key[pid] = _field(row, answer_field, source, i, "data.answer_field (or null for unlabeled data)")
     return problems, key

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from corl.registry import Registry
 
-# texts [B*K] grouped by prompt, the B problems, K -> ([B][K] answers, [B][K] vote keys)
+# texts [B*K] grouped by prompt, the B problems (corl.data.Problem), K -> ([B][K] answers, [B][K] vote keys)
 AnswerFn = Callable[[Sequence[str], Sequence, int], tuple[list[tuple], list[tuple]]]
 
 
@@ -23,6 +23,7 @@ class TaskSpec:
     equivalent: Callable[[str, str], bool]  # a completion's answer vs a label's answer
     key: Callable[[str], str]  # the vote key of a written answer (a gold label's, say)
     description: str = ""
+    input_fields: tuple[str, ...] = ()  # row fields copied into Problem.inputs (public, never the answer)
 
 
 TASKS: Registry = Registry("task kind", package="corl.tasks")
