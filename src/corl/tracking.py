@@ -10,8 +10,11 @@ from pathlib import Path
 class MetricsLog:
     """Append-only `metrics.jsonl` plus TensorBoard scalars, safe to reopen on resume.
 
-    On resume from step S, records after S (written by the interrupted run after its
-    last checkpoint) are dropped, so every step appears exactly once.
+    On resume from a checkpoint taken after S steps, the steps done are 0 ... S-1 (rows are
+    0-based), so records at step >= S (written by the interrupted run after its last
+    checkpoint) are dropped and every step appears exactly once. A validation row is logged
+    at the step it follows (-1 before the first), so the same cut keeps exactly the ones the
+    checkpoint had seen.
     """
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_step: int | None = None):
@@ -19,9 +22,7 @@ class MetricsLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and self.path.exists():
             kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if _step_of(line) is not None and _step_of(line) <= resume_step
+                line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) < resume_step
             ]
             self.path.write_text("".join(line + "\n" for line in kept))
         self._file = self.path.open("a", encoding="utf-8")
@@ -29,9 +30,8 @@ class MetricsLog:
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(
-                str(Path(run_dir) / "tensorboard"), purge_step=None if resume_step is None else resume_step + 1
-            )
+            # purge_step drops events at step >= purge_step: the first step the resumed run redoes
+            self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"), purge_step=resume_step)
 
     def log(self, step: int, metrics: dict[str, float], kind: str = "train") -> None:
         record = {"step": step, "kind": kind, **{k: _clean(v) for k, v in metrics.items()}}
