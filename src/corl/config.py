@@ -111,7 +111,20 @@ class CohortConfig(_Strict):
         return _registered("corl.rewards", "REWARDS", name)
 
     ema_momentum: float = Field(0.99, gt=0, lt=1, description="EMA teacher momentum for label_source 'ema'.")
-    samples_per_prompt: int = Field(8, ge=1, description="K completions per prompt and agent.")
+    samples_per_prompt: int = Field(8, ge=1, description="K completions per prompt and agent (at least 2).")
+
+    @field_validator("samples_per_prompt")
+    @classmethod
+    def _a_group(cls, k: int) -> int:
+        # Every method updates with GRPO, whose advantage is a reward minus the mean of its
+        # prompt's K rewards: with K = 1 it is 0 for every completion, so nothing would train.
+        if k < 2:
+            raise ValueError(
+                "must be at least 2: GRPO's advantage compares the K samples of a prompt with each other, "
+                "so with K = 1 every advantage is 0 and no agent ever updates (a majority vote also needs several samples)"
+            )
+        return k
+
     prompts_per_step: int = Field(16, ge=1)
     steps: int = Field(100, ge=1)
     seed: int = 0
