@@ -6,6 +6,7 @@ Everything that samples builds its engine with `build_engine`.
 """
 
 from corl.rollout import hf as _hf  # noqa: F401  (registers "hf")
+from corl.rollout import vllm as _vllm  # noqa: F401  (registers "vllm"; vLLM itself is imported only when an engine is built)
 from corl.rollout.base import Rollout, RolloutEngine, SamplingParams, SyncStats, completion_mask_from
 from corl.rollout.hf import HFGenerateEngine
 from corl.rollout.registry import ENGINES, build_engine, register_engine

