@@ -1,0 +1,158 @@
+"""The `code` task kind and the `tests` reward as the loop sees them: rows through the code: source,
+Problem.inputs with calls only, behaviour keys as answers, peer labels and agreement rewards, hidden tests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from conftest import SHARED_DATA
+from corl.code_eval import mbpp_prompt
+from corl.data import DataError, Problem, build_problems, load_rows
+from corl.labels import AnswersTable, peer_labels
+from corl.rewards import agreement_rewards, reward_spec
+from corl.tasks import task_spec
+from corl.tasks.code_task import INPUT_FIELDS, code_task_answers, completion_code, prepare_row, public_view
+
+ADD = {
+    "task_id": 7,
+    "text": "Add two numbers.",
+    "code": "def add(a, b):\n    return a + b",
+    "test_list": ["assert add(1, 2) == 3", "assert add(0, 5) == 5"],
+    "test_setup_code": "",
+}
+HUMANEVAL = {
+    "task_id": "HumanEval/x",
+    "prompt": 'def inc(x: int) -> int:\n    """Add one.\n    >>> inc(1)\n    2\n    >>> inc(-1)\n    0\n    """\n',
+    "canonical_solution": "    return x + 1\n",
+    "test": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(9) == 10\n",
+    "entry_point": "inc",
+}
+needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"benchmark data folder {SHARED_DATA} is absent")
+
+
+def key(*values: str) -> str:
+    """The behaviour key of a program whose calls returned these reprs (corl.tasks.code_exec's format)."""
+    return json.dumps([["ok", v] for v in values])
+
+
+def problems_of(rows: list[dict]) -> list[Problem]:
+    """Rows as the loop builds them: prepared (the code: source), then only the task's input fields kept."""
+    prepared = [{**prepare_row(r), "prompt_text": r.get("text") or r.get("prompt")} for r in rows]
+    return build_problems(prepared, "t", ["prompt_text"], id_field="task_id", input_fields=task_spec("code").input_fields)[0]
+
+
+def test_problem_inputs_hold_calls_not_expected_values_nor_the_solution():
+    (problem,) = problems_of([ADD])
+    # Exactly the four public fields: the asserts' *calls*, never "== 3"; the reference
+    # solution only lends its function name.
+    assert problem.inputs == {
+        "code_entry_point": "add",
+        "code_public_inputs": ["add(1, 2)", "add(0, 5)"],
+        "code_prefix": "",
+        "code_setup": "",
+    }
+    assert "==" not in json.dumps(problem.inputs) and "return" not in json.dumps(problem.inputs)
+
+
+def test_prepare_row_reads_sanitized_mbpp_and_humaneval():
+    sanitized = {"prompt": "Root.", "code": "import math\ndef root(x):\n    return math.sqrt(x)", "test_imports": ["import math"],
+                 "test_list": ["assert math.isclose(root(4), 2)"]}  # fmt: skip
+    row = prepare_row(sanitized)
+    # the task text is `prompt` here: it must not become code_prefix (it would be prefixed to the program)
+    assert (row["code_entry_point"], row["code_public_inputs"], row["code_prefix"], row["code_setup"]) == (
+        "root", ["root(4)"], "", "import math"
+    )  # fmt: skip
+    assert row["prompt_mbpp"].startswith("You are an expert Python programmer, and here is your task: Root. Your code")
+    he = prepare_row(HUMANEVAL)
+    assert he["code_public_inputs"] == ["inc(1)", "inc(-1)"]  # the docstring's examples
+    assert he["code_prefix"] == he["prompt_humaneval"] == HUMANEVAL["prompt"]
+    assert he["prompt_humaneval_instruct"].startswith("Write a solution to the following problem and make sure")
+
+
+def test_prepare_row_names_the_row_that_is_not_code():
+    with pytest.raises(DataError, match=r"row 3: not a code problem.*columns: answer, problem"):
+        prepare_row({"problem": "1+1?", "answer": "2"}, where="row 3")
+
+
+@needs_data
+def test_code_source_renders_lm_eval_mbpp_prompt_with_its_three_shots():
+    train, shots = SHARED_DATA / "mbpp" / "train.jsonl", SHARED_DATA / "mbpp" / "prompt.jsonl"
+    rows = load_rows(f"code:{train}:{shots}")
+    raw = [json.loads(line) for line in train.read_text().splitlines()]
+    shot_rows = {r["task_id"]: r for r in map(json.loads, shots.read_text().splitlines())}
+    assert len(rows) == len(raw) == 374
+    assert rows[5]["prompt_mbpp"] == mbpp_prompt(raw[5], [shot_rows[2], shot_rows[3], shot_rows[4]])
+    assert rows[5]["prompt_mbpp"].count("[DONE]") == 3 and rows[5]["prompt_mbpp"].endswith("[BEGIN]\n")
+    assert all(r["code_public_inputs"] and r["code_entry_point"] for r in rows)
+    with pytest.raises(DataError, match="code:<file>"):
+        load_rows("code:/nonexistent/mbpp.jsonl")
+
+
+def test_answers_are_behaviour_keys_and_none_without_a_program():
+    (problem,) = problems_of([ADD])
+    texts = [
+        "```python\ndef add(a, b):\n    return a + b\n```",  # fenced, correct
+        "def add(x, y):\n    return y + x\n[DONE]\nmore text",  # lm-eval mbpp style: cut at [DONE]; same behaviour
+        "def add(a, b):\n    return a - b",  # another behaviour
+        "I cannot write code.",  # prose: no program
+        "def add(a, b):\n    return 1 / 0",  # every input errors: no answer
+        "def plus(a, b):\n    return a + b",  # the entry point is missing
+    ]
+    answers, keys = code_task_answers(texts, [problem], k=len(texts))
+    assert keys == [(key("3", "5"), key("3", "5"), key("-1", "-5"), None, None, None)]
+    assert answers == keys  # an answer is its behaviour key
+    spec = task_spec("code")
+    assert spec.equivalent(key("3", "5"), key("3", "5")) and not spec.equivalent(key("3", "5"), key("-1", "-5"))
+    assert not spec.equivalent(None, None) and spec.key(key("3")) == key("3")
+
+
+def test_humaneval_continuation_is_cut_at_a_stop_sequence():
+    view = public_view(prepare_row(HUMANEVAL))
+    text = "    return x + 1\n\nprint(inc(1)"  # a base model runs on past the function; the tail does not parse
+    assert completion_code(text, view) == "    return x + 1\n"
+    (problem,) = problems_of([HUMANEVAL])
+    _, keys = code_task_answers([text, "    return x + 2\n"], [problem], k=2)
+    assert keys == [(key("2", "0"), key("3", "1"))]
+
+
+def test_peer_labels_and_agreement_rewards_on_code_answers():
+    (problem,) = problems_of([ADD])
+    good, bad = "def add(a, b):\n    return a + b", "def add(a, b):\n    return a * b"
+    a0 = code_task_answers([good, good, bad], [problem], 3)  # agent 0: majority = good's behaviour
+    a1 = code_task_answers([bad, bad, good], [problem], 3)  # agent 1: majority = bad's behaviour
+    table = AnswersTable(("7",), (tuple(a0[0]), tuple(a1[0])), (tuple(a0[1]), tuple(a1[1])))
+    labels = peer_labels(table)  # ring: agent 1 is taught by agent 0, agent 0 by agent 1
+    assert labels[1][0].key == key("3", "5") and labels[0][0].key == key("2", "0")
+    spec = task_spec("code")
+    r1 = agreement_rewards(a1[0], a1[1], labels[1], spec.equivalent)
+    r0 = agreement_rewards(a0[0], a0[1], labels[0], spec.equivalent)
+    assert r1.tolist() == [[0.0, 0.0, 1.0]] and r0.tolist() == [[0.0, 0.0, 1.0]]
+
+
+def test_tests_reward_runs_the_hidden_tests():
+    spec = reward_spec("tests")
+    assert spec.reads_gold and not spec.binary
+    he_ok, he_bad = "    return x + 1\n", "    return x\n"
+    sanitized = {"prompt": "Root.", "code": "", "test_imports": ["import math"], "test_list": ["assert math.isclose(root(4), 2)"]}
+    texts = [
+        "def add(a, b):\n    return a + b\n[DONE]",
+        "def add(a, b):\n    return a * b",  # passes neither assert... add(0, 5) == 0
+        he_ok,
+        he_bad,
+        "def root(x):\n    return x ** 0.5",  # needs the sanitized row's test_imports (math) to pass
+        "no code here",
+    ]
+    # raw rows (prepared on the fly) and a row through the code: source give the same rewards
+    rewards = spec.from_gold(texts, [ADD, HUMANEVAL, sanitized], 2)
+    assert rewards.dtype == torch.float32 and rewards.tolist() == [[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]
+    assert spec.from_gold(texts[:2], [prepare_row(ADD)], 2).tolist() == [[1.0, 0.0]]
+
+
+def test_answers_refuse_problems_loaded_without_the_code_source():
+    problem = Problem("mbpp/7", {"problem": "Add."}, inputs={})
+    with pytest.raises(DataError, match=r"'mbpp/7'.*code:<file>"):
+        code_task_answers(["def add(a, b): return a + b"], [problem], 1)
+    assert set(INPUT_FIELDS) == set(task_spec("code").input_fields)
