@@ -386,7 +386,7 @@ def _invoke(args: list[str]):
 
 
 def test_cli_end_to_end_with_cache(tiny_study, monkeypatch):
-    import corl.diversity as div
+    import corl.diversity.study as div
 
     root, (m_llama, m_qwen, m_gpt2), data = tiny_study
     out = root / "out"

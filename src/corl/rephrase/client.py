@@ -8,14 +8,10 @@ import random
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING
 
 import openai
 
-from corl.rephrase.prompts import Messages, clean_rewrite
-
-if TYPE_CHECKING:
-    from corl.rephrase.run import Outcome, Rewriter
+from corl.rephrase.prompts import Messages, Outcome, Rewriter, clean_rewrite
 
 
 class RequestFailed(Exception):

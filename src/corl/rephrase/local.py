@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from corl.rephrase.prompts import Messages, clean_rewrite, render_chat
-
-if TYPE_CHECKING:
-    from corl.rephrase.run import Outcome, Rewriter
+from corl.rephrase.prompts import Messages, Outcome, Rewriter, clean_rewrite, render_chat
 
 
 def hf_rewriter(model, tokenizer, temperature: float = 0.7, max_new_tokens: int = 1024, batch_size: int = 8) -> Rewriter:
     """Rewrites with a local Hugging Face model through corl's rollout engine, in batches."""
     import torch
 
-    from corl.rollout import HFGenerateEngine, SamplingParams
+    from corl.config import RolloutConfig
+    from corl.rollout import SamplingParams, build_engine
 
     chat = bool(getattr(tokenizer, "chat_template", None))
-    engine = HFGenerateEngine(model, tokenizer, add_special_tokens=not chat)  # a chat template writes its own BOS
+    # a chat template writes its own BOS
+    engine = build_engine(RolloutConfig(engine="hf"), model, tokenizer, add_special_tokens=not chat)
     eos_ids = torch.tensor(engine.eos_ids)
     params = SamplingParams(temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens)
 

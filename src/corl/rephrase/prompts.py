@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 
 DEFAULT_REPHRASE_INSTRUCTION = (
     "Rewrite the math problem you are given as a concrete real-world scenario, about twice as long as the original. "
@@ -12,6 +13,8 @@ DEFAULT_REPHRASE_INSTRUCTION = (
 )
 
 Messages = list[dict[str, str]]
+Outcome = tuple[int, str | None, str | None]  # (job index, rewrite or None, error or None)
+Rewriter = Callable[[list[Messages]], Iterator[Outcome]]  # jobs -> outcomes, in completion order
 
 
 def build_messages(problem: str, instruction: str = DEFAULT_REPHRASE_INSTRUCTION) -> Messages:

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from corl.rephrase.client import FatalRequestError
 from corl.rephrase.journal import JournalEntry, RewriteJournal, journal_path, text_sha, write_rows_atomically
-from corl.rephrase.prompts import DEFAULT_REPHRASE_INSTRUCTION, Messages, build_messages
+from corl.rephrase.prompts import DEFAULT_REPHRASE_INSTRUCTION, Rewriter, build_messages
 
 
 class RephraseError(ValueError):
     """Input or state that rephrasing cannot use; the message says what to do."""
-
-
-Outcome = tuple[int, str | None, str | None]  # (job index, rewrite or None, error or None)
-Rewriter = Callable[[list[Messages]], Iterator[Outcome]]  # jobs -> outcomes, in completion order
 
 
 def row_ids(rows: Sequence[dict], id_field: str, source: str = "dataset") -> list[str]:

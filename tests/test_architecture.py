@@ -1,0 +1,125 @@
+"""The package's shape: imports point one way, the library never imports the CLI, modules
+stay small, and every extension point is one registry whose names the config offers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from corl.registry import Registry, UnknownName
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_LINES = 600  # "about 500": a module past this is doing more than one job
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in (SRC / "corl").rglob("*.py"):
+        name = ".".join(path.relative_to(SRC).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of the package that `name` imports, at module level or inside functions."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
+                root = ".".join(base + ([node.module] if node.module else []))
+            else:
+                root = node.module or ""
+            targets = [root] + [f"{root}.{a.name}" for a in node.names]
+        else:
+            continue
+        # a submodule importing its own package (to reach a sibling) is not a cycle
+        found |= {t for t in targets if t in known and t != name and not name.startswith(t + ".")}
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
+
+
+def test_the_import_graph_has_no_cycle():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_library_never_imports_the_cli():
+    offenders = {m: sorted(t for t in ts if t.startswith("corl.cli")) for m, ts in graph().items() if not m.startswith("corl.cli")}
+    assert {m: ts for m, ts in offenders.items() if ts and m != "corl.__main__"} == {}
+
+
+def test_no_module_is_huge():
+    sizes = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_registry_names_come_from_one_table():
+    from corl.labels import LABEL_SOURCES
+    from corl.rewards import REWARDS
+    from corl.rollout import ENGINES
+    from corl.tasks import TASKS
+
+    assert {"peer", "self", "truth", "ema", "ring2"} <= set(LABEL_SOURCES.names())
+    assert {"agreement", "entropy", "self_certainty"} <= set(REWARDS.names())
+    assert "hf" in ENGINES and "math" in TASKS
+
+
+def test_a_registry_refuses_a_name_twice_and_lists_names_it_has():
+    table = Registry("widget")
+    table.register("a", 1)
+
+    @table.register("b")
+    def b():
+        return 2
+
+    assert table.get("b") is b and table.names() == ["a", "b"]
+    table.register("a", 1)  # the same entry again (a module imported twice) is fine
+    with pytest.raises(ValueError, match="registered twice"):
+        table.register("a", 3)
+    with pytest.raises(UnknownName, match="unknown widget 'c'; choose one of: a, b"):
+        table.get("c")
