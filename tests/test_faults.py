@@ -3,8 +3,17 @@ names the option, file, row or agent and says what to do."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
 import pytest
 
+from conftest import tiny_config
+from corl.checkpoint import CheckpointError
+from corl.cohort import CohortTrainer
 from corl.config import ConfigError, validate_config
 
 BASE = {"agents": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}], "data": {"train": "x.jsonl"}}
@@ -15,3 +24,106 @@ def test_one_sample_per_prompt_is_refused(label_source):
     with pytest.raises(ConfigError, match=r"cohort.samples_per_prompt: must be at least 2.*every advantage is 0.*\(got 1\)"):
         validate_config({**BASE, "cohort": {"samples_per_prompt": 1, "label_source": label_source}})
     assert validate_config({**BASE, "cohort": {"samples_per_prompt": 2}}).cohort.samples_per_prompt == 2
+
+
+# -- bad input, before any model loads -------------------------------------------------------------
+
+
+def test_a_non_utf8_byte_names_the_file_and_line(tmp_path):
+    from corl.data import DataError, load_rows
+
+    good = json.dumps({"id": "a", "problem": "1+1", "answer": "2"})
+    bad = json.dumps({"id": "b", "problem": "caf\u00e9", "answer": "3"}).replace("\\u00e9", "\xe9")
+    for suffix, body in {
+        ".jsonl": (good + "\n" + bad + "\n").encode("latin-1"),
+        ".json": ("[" + good + ",\n" + bad + "]").encode("latin-1"),
+        ".csv": "id,problem\na,1+1\nb,caf\xe9\n".encode("latin-1"),
+    }.items():
+        path = tmp_path / f"rows{suffix}"
+        path.write_bytes(body)
+        with pytest.raises(
+            DataError, match=rf"rows{suffix}' line {3 if suffix == '.csv' else 2}: byte \d+ \(0xe9\) is not UTF-8"
+        ):
+            load_rows(str(path))
+
+
+def test_a_missing_model_names_the_agent(tmp_path, tiny_models, tiny_data, monkeypatch):
+    raw = tiny_config(tmp_path, tiny_models, tiny_data)
+    raw["agents"][1]["model"] = str(tmp_path / "no" / "such" / "model")
+    with pytest.raises(ConfigError, match=r"agents.1.model \(agent 'agent1'\): model folder .*no/such/model' not found"):
+        CohortTrainer(validate_config(raw))
+    # a hub id offline: refused at once, not after the hub client's retries
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    raw["agents"][1]["model"] = "corl-nobody/no-such-model"
+    start = time.monotonic()
+    with pytest.raises(
+        ConfigError, match=r"agents.1.model \(agent 'agent1'\): 'corl-nobody/no-such-model' is neither .* HF_HUB_OFFLINE"
+    ):
+        CohortTrainer(validate_config(raw))
+    assert time.monotonic() - start < 10
+
+
+def test_an_output_directory_under_a_file_is_refused(tmp_path, tiny_models, tiny_data):
+    (tmp_path / "plain").write_text("not a folder")
+    raw = tiny_config(tmp_path, tiny_models, tiny_data)
+    raw["agents"][0]["model"] = str(tmp_path / "missing")  # the run directory is checked first: nothing loads
+    with pytest.raises(ConfigError, match=r"output directory .*plain/run' cannot be created: .*plain' is a file"):
+        CohortTrainer(validate_config(raw), tmp_path / "plain" / "run")
+
+
+def test_fewer_rows_than_prompts_per_step_warns(tmp_path, tiny_models, tiny_data):
+    one = tmp_path / "one.jsonl"
+    one.write_text(tiny_data["train"].read_text().splitlines()[0] + "\n")
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"prompts_per_step": 16, "steps": 1})
+    raw["data"]["train"] = str(one)
+    raw["agents"][0]["model"] = str(tmp_path / "missing")  # the warning comes before any model loads
+    warning = "data.train has 1 row but cohort.prompts_per_step is 16: every batch repeats rows"
+    with pytest.warns(UserWarning, match=warning), pytest.raises(ConfigError):
+        CohortTrainer(validate_config(raw))
+
+
+# -- a small or full disk: a real tmpfs (needs root to mount) ---------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs mount of a few MiB; its size is set per test with remount."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+
+    def resize(mib: int) -> Path:
+        subprocess.run(["mount", "-o", f"remount,size={mib}m", str(mount)], check=True)
+        return mount
+
+    yield resize
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_disk_too_small_for_a_checkpoint_is_refused_up_front(tmp_path, tiny_models, tiny_data, small_disk):
+    disk = small_disk(1)
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, logging={"tensorboard": False})
+    with pytest.raises(
+        CheckpointError, match=r"not enough disk space for 1 checkpoint of every agent in .*: about [\d.]+ MiB needed"
+    ):
+        CohortTrainer(validate_config(raw), disk / "run")
+    assert not (disk / "run" / "metrics.jsonl").exists()  # stopped before anything was written
+
+
+def test_a_full_disk_during_a_checkpoint_leaves_no_half_written_folder(tmp_path, tiny_models, tiny_data, small_disk):
+    disk = small_disk(32)
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 1}, logging={"tensorboard": False})
+    raw["data"].pop("val")
+    trainer = CohortTrainer(validate_config(raw), disk / "run")
+
+    def fill(step, metrics):  # something else fills the disk during the run: 64 KiB stay free
+        free = shutil.disk_usage(disk).free
+        (disk / "filler").write_bytes(b"\0" * (free - 64 * 1024))
+
+    with pytest.raises(
+        CheckpointError, match=r"could not write checkpoint .*step_000001: the disk is full.*previous checkpoint is intact"
+    ):
+        trainer.train(on_step=fill)
+    assert not list((disk / "run" / "checkpoints").glob(".tmp_step_*"))
+    assert not list((disk / "run" / "checkpoints").glob("step_*"))

@@ -12,10 +12,13 @@ leaves the previous checkpoint intact.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +49,48 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written (full disk, ...) or read (a missing or corrupted file)."""
+
+
+def checkpoint_bytes(agents) -> int:
+    """About how many bytes one checkpoint of `agents` takes: the saved weights (LoRA adapters
+    merged: the full model), AdamW's two moments per trainable parameter, an EMA teacher's
+    copy, plus 10% and 1 MiB for tokenizers and the loop state."""
+    total = 0
+    for agent in agents:
+        params = list(agent.model.parameters())
+        weights = sum(p.numel() * p.element_size() for p in params)  # LoRA's own few are counted too: a margin
+        moments = sum(2 * p.numel() * p.element_size() for p in params if p.requires_grad)
+        teacher = sum(p.numel() * p.element_size() for p in agent.teacher.parameters()) if agent.teacher is not None else 0
+        total += weights + moments + teacher
+    return int(total * 1.1) + 2**20
+
+
+def check_free_space(run_dir: str | Path, needed: int, what: str) -> None:
+    """Refuse up front a run whose checkpoints cannot fit: better now than after hours."""
+    folder = Path(run_dir)
+    while not folder.exists():
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise CheckpointError(
+            f"not enough disk space for {what} in {run_dir}: about {needed / 2**20:.1f} MiB needed, "
+            f"{free / 2**20:.1f} MiB free; free space there, choose another output_dir (-o), or checkpoint less often"
+        )
+
+
+KEEP_LAST = 2  # checkpoints kept; while the next one is written there is one more
+
+
 def save_checkpoint(
-    run_dir: str | Path, step: int, agents, loop_state: dict, keep_last: int | None = 2, write_state: bool = True, barrier=None
+    run_dir: str | Path,
+    step: int,
+    agents,
+    loop_state: dict,
+    keep_last: int | None = KEEP_LAST,
+    write_state: bool = True,
+    barrier=None,
 ) -> Path:
     """Write `agents` and (if write_state) the loop state for `step` (steps done so far).
 
@@ -64,14 +107,16 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
     barrier()
-    for agent in agents:
-        agent.save(tmp / agent.name)  # model + tokenizer (HF format) and trainer.pt
+    with _cleaned_up_on_failure(tmp, final):
+        for agent in agents:
+            agent.save(tmp / agent.name)  # model + tokenizer (HF format) and trainer.pt
     barrier()
     if write_state:
-        torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")
-        (tmp / "state.json").write_text(
-            json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
-        )
+        with _cleaned_up_on_failure(tmp, final):
+            torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")
+            (tmp / "state.json").write_text(
+                json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
+            )
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -83,6 +128,25 @@ def save_checkpoint(
     return final
 
 
+@contextmanager
+def _cleaned_up_on_failure(tmp: Path, final: Path) -> Iterator[None]:
+    """A failed write (a full disk above all) removes the half-written folder and says why;
+    the previous checkpoint was never touched."""
+    try:
+        yield
+    except Exception as err:  # torch.save and safetensors report a full disk as their own error types
+        shutil.rmtree(tmp, ignore_errors=True)
+        free = shutil.disk_usage(tmp.parent).free if tmp.parent.exists() else 0
+        full = isinstance(err, OSError) and err.errno == errno.ENOSPC or free < 2**20 or "No space" in str(err)
+        if not full:
+            raise
+        raise CheckpointError(
+            f"could not write checkpoint {final}: the disk is full ({free / 2**20:.1f} MiB free). "
+            f"The half-written folder was removed and the previous checkpoint is intact; free space, then resume "
+            f"(corl train --resume {final.parent.parent})"
+        ) from err
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     root = Path(run_dir) / "checkpoints"
     pointer = root / "latest"
@@ -92,6 +156,11 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
             return path
     candidates = sorted(p for p in root.glob("step_*") if (p / "state.pt").is_file())
     return candidates[-1] if candidates else None
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    """Steps done when `checkpoint` (RUN_DIR/checkpoints/step_000120) was written."""
+    return int(checkpoint.name.removeprefix("step_"))
 
 
 def load_loop_state(checkpoint: Path) -> dict:

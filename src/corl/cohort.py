@@ -24,7 +24,9 @@ whole table (see `corl.parallel`).
 from __future__ import annotations
 
 import hashlib
+import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +34,22 @@ from pathlib import Path
 import torch
 
 from corl.agent import Agent
-from corl.checkpoint import latest_checkpoint, load_loop_state, save_checkpoint, set_rng_state
-from corl.config import RunConfig, dump_config
+from corl.checkpoint import (
+    KEEP_LAST,
+    check_free_space,
+    checkpoint_bytes,
+    checkpoint_step,
+    latest_checkpoint,
+    load_loop_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from corl.config import ConfigError, RunConfig, dump_config
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_accuracy
 from corl.labels import AnswersTable, build_label_source, label_source_spec
-from corl.models import load_policy, prepare_frozen, resolve_device
+from corl.models import check_model_source, load_policy, prepare_frozen, resolve_device
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
 from corl.rewards import reward_spec
 from corl.rollout import Rollout, SamplingParams
@@ -149,7 +160,13 @@ def build_agent(
     """Load agent `index`'s own model; `weights` (a checkpoint folder) overrides on resume.
     `dp`: the ranks that share this agent's model (multi-process runs, see corl.parallel)."""
     agent_cfg = cfg.agents[index]
-    model, tokenizer = load_policy(str(weights) if weights else agent_cfg.model, None if weights else agent_cfg.tokenizer, device)
+    try:
+        model, tokenizer = load_policy(
+            str(weights) if weights else agent_cfg.model, None if weights else agent_cfg.tokenizer, device
+        )
+    except (OSError, ValueError) as err:  # hub errors, unreadable files: say which agent
+        source = weights or agent_cfg.model
+        raise ConfigError(f"agents.{index}.model (agent {agent_cfg.name!r}): cannot load {str(source)!r}: {err}") from err
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
     ema = cfg.cohort.ema_momentum if label_source_spec(cfg.cohort.label_source).needs_teacher else None
     agent = Agent(
@@ -169,6 +186,33 @@ def build_agent(
         reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
         agent.reference = prepare_frozen(reference, cfg.compute)
     return agent
+
+
+def preflight(cfg: RunConfig, run_dir: Path, num_rows: int) -> None:
+    """What can be checked before any model loads: the run directory can be created, every
+    model and tokenizer can be found, and the data has enough rows for a batch."""
+    batch = cfg.cohort.prompts_per_step
+    if num_rows < batch:
+        message = (
+            f"data.train has {num_rows} row{'s' * (num_rows != 1)} but cohort.prompts_per_step is {batch}: every batch "
+            f"repeats rows (a prompt up to {-(-batch // num_rows)} times, its votes and rewards counted as often); "
+            f"lower cohort.prompts_per_step to at most {num_rows} or add rows"
+        )
+        warnings.warn(message, UserWarning, stacklevel=3)
+    for folder in (run_dir, *run_dir.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError(
+                    f"output directory {str(run_dir)!r} cannot be created: {str(folder)!r} is a file, not a folder; "
+                    "choose another output_dir (or -o)"
+                )
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise ConfigError(f"output directory {str(run_dir)!r} cannot be written: {str(folder)!r} is not writable")
+            break
+    for i, agent in enumerate(cfg.agents):
+        check_model_source(agent.model, f"agents.{i}.model (agent {agent.name!r})")
+        if agent.tokenizer:
+            check_model_source(agent.tokenizer, f"agents.{i}.tokenizer (agent {agent.name!r})")
 
 
 # -- the trainer --------------------------------------------------------------------------------------
@@ -197,6 +241,7 @@ class CohortTrainer:
 
         self.train_data = load_train_data(cfg)
         self.val_data = load_eval_data(cfg)
+        preflight(cfg, self.run_dir, len(self.train_data.problems))  # before any model loads
 
         self.start_step = 0
         self.loop_state: dict = {"first_reward_std": {}}
@@ -207,6 +252,7 @@ class CohortTrainer:
             n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None, data_parallel)
             for n in self.placement.agents
         }
+        self._check_disk(checkpoint)
         if checkpoint is not None:
             state = load_loop_state(checkpoint)
             self.start_step = state["step"]
@@ -232,6 +278,19 @@ class CohortTrainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             dump_config(cfg, self.run_dir / "config.yaml")
             self.log = MetricsLog(self.run_dir, cfg.logging.tensorboard, resume_step=self.start_step if checkpoint else None)
+
+    def _check_disk(self, checkpoint: Path | None) -> None:
+        """Refuse a run whose checkpoints will not fit, before its first step. Every process
+        adds up the same whole-cohort estimate, so all of them stop together."""
+        cfg = self.cfg
+        first = checkpoint_step(checkpoint) if checkpoint is not None else 0
+        every = cfg.logging.checkpoint_every
+        saves = len({s for s in range(first + 1, cfg.cohort.steps) if every and s % every == 0} | {cfg.cohort.steps})
+        existing = len(list((self.run_dir / "checkpoints").glob("step_*")))
+        # the newest KEEP_LAST stay; while one more is written they all exist at once
+        at_once = max(1, min(saves, KEEP_LAST + 1) - min(existing, KEEP_LAST))
+        needed = sum(self.exchange.all_gather(checkpoint_bytes(self.agents.values()))) * at_once
+        check_free_space(self.run_dir, needed, f"{at_once} checkpoint{'s' * (at_once > 1)} of every agent")
 
     def _seed(self, step: int, n: int) -> int:
         base = self.cfg.agents[n].seed if self.cfg.agents[n].seed is not None else self.cfg.cohort.seed

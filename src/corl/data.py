@@ -10,6 +10,7 @@ and the diagnostics receive: a `Problem` has no answer attribute to leak.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,12 +70,30 @@ def load_rows(source: str, split: str | None = None) -> list[dict]:
     return [dict(r) for r in ds]
 
 
+def _utf8(data: bytes, path: Path, lineno: int | None = None) -> str:
+    """Decode UTF-8, or say which line (and byte) is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if lineno is None:  # a whole file: count the lines before the bad byte
+            lineno = data.count(b"\n", 0, err.start) + 1
+            column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        else:
+            column = err.start + 1
+        bad = data[err.start : err.end].hex(" ")
+        raise DataError(
+            f"dataset '{path}' line {lineno}: byte {column} (0x{bad}) is not UTF-8; "
+            "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+
+
 def _read_local(path: Path) -> list[dict]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows = []
-        with path.open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
+        with path.open("rb") as f:  # decoded line by line, so that a bad byte is reported with its line
+            for lineno, raw in enumerate(f, 1):
+                line = _utf8(raw, path, lineno)
                 if not line.strip():
                     continue
                 try:
@@ -87,15 +106,15 @@ def _read_local(path: Path) -> list[dict]:
         return rows
     if suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(_utf8(path.read_bytes(), path))
         except json.JSONDecodeError as err:
             raise DataError(f"dataset '{path}': not valid JSON ({err.msg} at line {err.lineno})") from None
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise DataError(f"dataset '{path}': expected a JSON list of objects")
         return data
     if suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as f:
-            return [dict(r) for r in csv.DictReader(f)]
+        text = _utf8(path.read_bytes(), path)
+        return [dict(r) for r in csv.DictReader(io.StringIO(text, newline=""))]
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 

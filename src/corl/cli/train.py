@@ -32,6 +32,7 @@ def train(
         raise typer.Exit(2) from None
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
+    from corl.checkpoint import CheckpointError
     from corl.data import DataError
     from corl.launch import launch
     from corl.parallel import PeerFailure
@@ -41,6 +42,9 @@ def train(
     except (DataError, FileNotFoundError, ConfigError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(2) from None
+    except CheckpointError as err:  # a full disk: the message says what was kept and how to resume
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(1) from None
     except PeerFailure:  # torchrun: the rank has printed which peer failed and written RUN_DIR/failure.json
         raise typer.Exit(1) from None
     if last is not None:

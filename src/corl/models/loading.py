@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -16,6 +17,37 @@ def resolve_model_path(model: str) -> str:
 
         return str(ensure_pretrained(model[len(TINY_PREFIX) :]))
     return model
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def check_model_source(model: str, where: str) -> None:
+    """Fail in milliseconds, before anything loads, on a model that cannot be found: a local
+    path must exist and hold a Hugging Face checkpoint; with HF_HUB_OFFLINE a hub id must
+    already be in the cache (otherwise from_pretrained fails after long retries, deep in a
+    stack, naming no agent). `where` names the option and agent ("agents.1.model (agent 'b')")."""
+    from corl.config import ConfigError
+
+    if model.startswith(TINY_PREFIX):
+        return
+    path = Path(model).expanduser()
+    if path.exists():
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise ConfigError(f"{where}: {model!r} is not a Hugging Face model folder (no config.json in it)")
+        return
+    # A hub id is "name" or "org/name"; anything else that does not exist is a missing folder.
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model:
+        raise ConfigError(f"{where}: model folder {model!r} not found; check the path (relative paths start from {os.getcwd()})")
+    if _offline():
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(model, "config.json"), str):
+            raise ConfigError(
+                f"{where}: {model!r} is neither a local folder nor in the Hugging Face cache, and HF_HUB_OFFLINE is set: "
+                "download it first (huggingface-cli download), give a local path, or unset HF_HUB_OFFLINE"
+            )
 
 
 def resolve_device(device: str = "auto") -> torch.device:
