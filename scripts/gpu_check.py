@@ -11,6 +11,8 @@ BPE) are built here with corl.tiny and taught the answer format in a few seconds
   C  FSDP2 parity: the same GRPO update with and without FSDP2 (fp32, clipping on)
   D  LoRA (if peft imports) under FSDP2 + bf16: 2 steps; the saved checkpoint (adapters
      merged into the weights) loads with from_pretrained and differs from the base model
+  E  vLLM (if vLLM's CUDA build imports; scripts/gpu_check_vllm.py): the colocated rollout
+     engine, weight sync, sleep mode, LoRA, FSDP2 under torchrun, corl train on it
 
 Each check prints one PASS or FAIL line; the exit status is the number of failures.
 """
@@ -278,6 +280,13 @@ def check_lora(out: Path, models, data) -> None:
     report("D LoRA + FSDP2 + bf16 under torchrun, merged checkpoint", not why, why)
 
 
+def check_vllm(out: Path, models, data) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_check_vllm import check_vllm as run_vllm_section
+
+    run_vllm_section(out, models, data, report, config, corl, trained)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path("/tmp/corl-gpu-check"))
@@ -302,6 +311,7 @@ def main() -> None:
         lambda: check_fsdp_and_resume(args.out, models, data),
         lambda: check_fsdp_parity(args.out),
         lambda: check_lora(args.out, models, data),
+        lambda: check_vllm(args.out, models, data),
     )
     for check in checks:
         try:

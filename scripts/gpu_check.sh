@@ -13,7 +13,9 @@
 #   4. runs scripts/gpu_check.py: tiny models built locally (corl.tiny, nothing from a hub),
 #      Co-RL steps with bf16 + gradient checkpointing, FSDP2 under torchrun (world size 1)
 #      with a checkpoint and a resume, an FSDP2-vs-plain update parity check, and LoRA
-#      under FSDP2 (skipped with a note if peft is missing).
+#      under FSDP2 (skipped with a note if peft is missing), and the vLLM rollout engine
+#      (colocated, sleep mode, weight sync under FSDP2 and LoRA, corl train on it; skipped
+#      with a note where vLLM's CUDA build is not installed).
 # Output of every run goes to $OUT_DIR (default $OUT/corl-gpu-check if $OUT is set, else
 # /tmp/corl-gpu-check); the summary is also written to $OUT_DIR/summary.txt.
 set -uo pipefail
@@ -53,7 +55,7 @@ for name in ("transformers", "tokenizers", "safetensors", "pydantic", "yaml", "t
         importlib.import_module(name)
     except ModuleNotFoundError:
         missing.append(name)
-for name in ("peft", "math_verify", "tensorboard"):
+for name in ("peft", "math_verify", "tensorboard", "vllm"):  # vllm: section E (its CUDA build: pip install 'corl[vllm]')
     try:
         importlib.import_module(name)
     except ModuleNotFoundError:

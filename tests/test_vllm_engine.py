@@ -8,6 +8,7 @@ Reference points:
   (a) sampling-time log-probs == corl's training forward (`corl.agent.sequence_logprobs`)
   (b) after an optimizer step and `sync_weights`, the engine scores a fixed sequence as
       the updated model does, and no longer as the old one
+  (c) `corl train` with rollout.engine=vllm: a 2-agent cohort trains, logs and resumes
   (d) greedy completions == the HF engine's, token for token
 plus the HF engine's layout rules (left padding, grouping, EOS, truncation).
 """
@@ -17,10 +18,14 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
+import yaml
 
 try:
     import vllm  # noqa: F401
@@ -30,11 +35,13 @@ except Exception as err:  # noqa: BLE001 - a broken install (torchvision mismatc
         allow_module_level=True,
     )
 
+from conftest import tiny_config
 from corl.agent import sequence_logprobs
 from corl.rollout import HFGenerateEngine, SamplingParams, build_engine
 from corl.rollout.vllm import VLLMEngine
 from corl.tiny.families import build_random_model
 from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+from corl.tracking import read_metrics
 
 FAMILIES = ("llama-char", "qwen2-bpe")
 LOGPROB_ATOL = 1e-4  # float32 on one CPU: measured max |error| is ~2e-6 per token (two kernels, same math)
@@ -279,3 +286,51 @@ def test_sleep_mode_on_cpu_is_a_no_op(lora_engine, problems, caplog):
     assert not caplog.records  # said once, when the engine was built, not at every call
     r = engine.generate(prompts_of(problems, 2), 2, SamplingParams(temperature=1.0, max_new_tokens=8))
     assert r.input_ids.shape[0] == 4
+
+
+@pytest.fixture(scope="module")
+def model_dirs(policies, tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("vllm-models")
+    for name, (model, tok) in policies.items():
+        model.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+    return {name: str(root / name) for name in policies}
+
+
+def _corl(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "corl", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def test_a_cohort_trains_on_vllm_and_resumes(tmp_path, model_dirs, tiny_data):
+    """(c) As a user runs it: `corl train` with rollout.engine=vllm, 2 agents (Llama + Qwen2),
+    2 steps and a checkpoint, then `--resume` to step 3; metrics for every step, every agent
+    updated, and the engine's weight syncs logged (the HF engine's cost nothing)."""
+    raw = tiny_config(tmp_path, model_dirs, tiny_data, agents=2, logging={"checkpoint_every": 2, "tensorboard": False})
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = tmp_path / "run"
+
+    first = _corl("train", str(config), "--set", "rollout.engine=vllm", "--set", "cohort.steps=2", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-5000:]
+    assert [r["step"] for r in read_metrics(run, "train")] == [0, 1]
+    assert (run / "checkpoints" / "step_000002").is_dir()
+    assert yaml.safe_load((run / "config.yaml").read_text())["rollout"]["engine"] == "vllm"
+
+    resumed = _corl("train", str(config), "--resume", str(run), "--set", "rollout.engine=vllm", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-5000:]
+    records = read_metrics(run, "train")
+    assert [r["step"] for r in records] == [0, 1, 2]
+    for agent in raw["agents"]:
+        name = agent["name"]
+        assert sum(r[f"{name}/optimizer_steps"] for r in records) >= 1, f"{name} never updated"
+        assert all(0.0 <= r[f"{name}/reward_mean"] <= 1.0 for r in records)
+        synced = [r[f"{name}/sync_bytes"] for r in records if r[f"{name}/optimizer_steps"]]
+        assert synced and all(b > 0 for b in synced), f"{name}: no weight sync into its vLLM engine after an update"
+    assert read_metrics(run, "val")
