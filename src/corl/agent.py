@@ -7,6 +7,8 @@ crosses between them is the answers table (see `corl.cohort`).
 from __future__ import annotations
 
 import copy
+import inspect
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,25 +16,125 @@ import torch
 
 from corl.config import AgentConfig, ComputeConfig, GRPOConfig, RolloutConfig
 from corl.data import Problem, PromptTemplate
-from corl.grpo import group_advantages, importance_weights, mismatch_stats, policy_loss, token_logprobs
+from corl.grpo import (
+    chunked_token_logprobs,
+    group_advantages,
+    importance_weights,
+    mismatch_stats,
+    policy_loss,
+    token_logprobs,
+)
 from corl.models import prepare_frozen, prepare_model, save_policy
 from corl.parallel import DataParallel
 from corl.rollout import Rollout, SamplingParams, SyncStats, build_engine
+from corl.rollout.base import pad_right
+
+# Logits held at once by the chunked output projection: 2**24 floats are 64 MB in float32.
+# A step's peak then grows with the hidden states ([n, C, H]), not with the vocabulary.
+LOGIT_CHUNK_ELEMENTS = 2**24
+
+# Causal LMs whose logits are exactly lm_head(final hidden state): no soft-capping or
+# scaling after the head, so applying the head ourselves, in chunks, changes nothing.
+# Any other model takes the plain forward (only the completion positions' logits kept).
+PLAIN_HEAD_MODEL_TYPES = frozenset(
+    {"llama", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "mistral", "mixtral", "gpt2", "phi3", "olmo2", "smollm3", "starcoder2"}
+)
 
 
-def completion_logits(model, rollout: Rollout, rows: torch.Tensor) -> torch.Tensor:
-    """Logits that predict each completion token of rollout rows `rows`: [n, C, V]."""
-    input_ids = rollout.input_ids[rows]  # [n, P + C]
-    attention_mask = rollout.attention_mask[rows]
+def _forward_inputs(rollout: Rollout, rows: torch.Tensor, width: int) -> dict[str, torch.Tensor]:
+    """Model inputs that predict the first `width` completion tokens of rows `rows`.
+
+    Causal attention: a position never sees later ones, so columns past the last token to
+    predict can be cut (the last completion token itself is never an input).
+    """
+    end = rollout.prompt_length + width - 1
+    input_ids = rollout.input_ids[rows, :end]  # [n, P + width - 1]
+    attention_mask = rollout.attention_mask[rows, :end]
     # Left padding shifts positions; count them from the first real token, as generate does.
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits  # [n, P+C, V]
-    return logits[:, rollout.prompt_length - 1 : -1]
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
 
 
-def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Log-probs of the completion tokens of rollout rows `rows` under `model`: [n, C]."""
-    return token_logprobs(completion_logits(model, rollout, rows), rollout.input_ids[rows, rollout.prompt_length :], temperature)
+def _root(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model  # under a peft wrapper
+
+
+def _sharded(model) -> bool:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch built without distributed
+        return False
+    return isinstance(_root(model), FSDPModule)
+
+
+class _HeadInput:
+    """A forward pre-hook on the output projection: it keeps the hidden states it is given
+    and passes the head an empty slice, so the model's own forward computes no logits.
+    It also notes the autocast state (bf16 training wraps forward), to apply the head in it."""
+
+    def __init__(self) -> None:
+        self.hidden: torch.Tensor | None = None  # [n, S, H]
+        self.autocast: tuple[str, torch.dtype, bool] | None = None
+
+    def __call__(self, module, args):
+        (hidden,) = args
+        device = hidden.device.type
+        self.hidden = hidden
+        self.autocast = (device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device))
+        return (hidden[:, :0],)
+
+
+def completion_hidden(model, rollout: Rollout, rows: torch.Tensor, width: int):
+    """Final hidden states before the completion tokens, and the head that maps them to logits.
+
+    Returns ([n, width, H] hidden states, head: [..., H] -> [..., V], V), or None for a model
+    whose logits are not the plain head of its hidden states (or whose head is FSDP-sharded).
+    """
+    lm_head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if lm_head is None or getattr(model.config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES or _sharded(model):
+        return None
+    capture = _HeadInput()
+    handle = lm_head.register_forward_pre_hook(capture)
+    try:
+        model(**_forward_inputs(rollout, rows, width))
+    finally:
+        handle.remove()
+    device, dtype, enabled = capture.autocast
+
+    def head(h: torch.Tensor) -> torch.Tensor:  # [..., H] -> [..., V]
+        with torch.autocast(device, dtype=dtype, enabled=enabled):
+            return lm_head(h)
+
+    vocab = getattr(lm_head, "out_features", None) or model.config.vocab_size
+    return capture.hidden[:, -width:], head, vocab
+
+
+def completion_logits(model, rollout: Rollout, rows: torch.Tensor, width: int | None = None) -> torch.Tensor:
+    """Logits that predict the first `width` (default: all C) completion tokens of rows `rows`: [n, width, V].
+
+    Holds [n, width, V]: the update and the logit rewards go through `completion_hidden`
+    where they can, and come here only for models it does not handle.
+    """
+    width = width or rollout.completion_ids.shape[1]
+    inputs = _forward_inputs(rollout, rows, width)
+    if "logits_to_keep" in inspect.signature(_root(model).forward).parameters:
+        inputs["logits_to_keep"] = width  # transformers' causal LMs: only these positions go through the head
+    return model(**inputs).logits[:, -width:]  # [n, width, V]
+
+
+def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: float, width: int | None = None) -> torch.Tensor:
+    """Log-probs of the first `width` (default: all C) completion tokens of rows `rows` under `model`: [n, width].
+
+    The head runs in chunks of positions (grpo.chunked_token_logprobs): no [n, C, V] logits.
+    """
+    width = width or rollout.completion_ids.shape[1]
+    tokens = rollout.input_ids[rows, rollout.prompt_length : rollout.prompt_length + width]  # [n, width]
+    split = completion_hidden(model, rollout, rows, width)
+    if split is None:
+        return token_logprobs(completion_logits(model, rollout, rows, width), tokens, temperature)
+    hidden, head, vocab = split
+    chunk = max(1, LOGIT_CHUNK_ELEMENTS // max(hidden.shape[0] * vocab, 1))
+    return chunked_token_logprobs(hidden, head, tokens, temperature, chunk)
 
 
 @torch.no_grad()
@@ -52,6 +154,7 @@ class UpdateStats:
     active_sequences: int = 0  # sequences with non-zero advantage (the rest carry no gradient)
     sync: SyncStats = field(default_factory=SyncStats)  # pushing the new weights to the rollout engine
     mismatch: dict = field(default_factory=dict)  # sampler vs trainer log-ratio statistics (grpo.mismatch_stats)
+    skipped_nonfinite: bool = False  # a pass's loss or gradient was NaN/inf: its optimizer step was skipped
 
     def as_dict(self) -> dict[str, float]:
         out = {
@@ -63,6 +166,7 @@ class UpdateStats:
             "active_sequences": self.active_sequences,
             "sync_s": self.sync.seconds,
             "sync_bytes": self.sync.bytes,
+            "skipped_nonfinite": float(self.skipped_nonfinite),
         }
         out.update({f"mismatch_{k}": v for k, v in self.mismatch.items()})
         return out
@@ -138,12 +242,22 @@ class Agent:
         """
         self.model.eval()
         out = []
-        n = rollout.input_ids.shape[0]
+        n, width = rollout.completion_mask.shape
+        mask = rollout.completion_mask
         with self.generating():
-            for start in range(0, n, batch):  # bounds the [n, C, V] logits in memory
+            for start in range(0, n, batch):  # the backbone's activations: `batch` rows at a time
                 rows = torch.arange(start, min(start + batch, n), device=rollout.input_ids.device)
-                logits = completion_logits(self.model, rollout, rows).float() / temperature
-                out.append(reward_fn(logits, rollout.completion_mask[rows]))
+                split = completion_hidden(self.model, rollout, rows, width)
+                if split is None:
+                    out.append(reward_fn(completion_logits(self.model, rollout, rows).float() / temperature, mask[rows]))
+                    continue
+                hidden, head, vocab = split  # [n, C, H]
+                # reward_fn wants whole sequences' logits: as many rows at once as the logit budget
+                # allows (at least one, [1, C, V]), not `batch` rows' [batch, C, V].
+                step = max(1, LOGIT_CHUNK_ELEMENTS // max(width * vocab, 1))
+                for i in range(0, rows.numel(), step):
+                    logits = head(hidden[i : i + step]).float() / temperature  # [step, C, V]
+                    out.append(reward_fn(logits, mask[rows[i : i + step]]))
         return torch.cat(out).view(-1, rollout.num_samples).cpu()
 
     def update(self, rollout: Rollout, rewards: torch.Tensor, params: SamplingParams) -> UpdateStats:
@@ -180,14 +294,22 @@ class Agent:
             return stats
 
         self.model.train()
-        old_logprobs = None
+        lengths = rollout.completion_lengths  # [N]
+        if minibatches > 1 and active.numel():
+            # Length buckets: with the active rows sorted by completion length, each minibatch
+            # holds sequences of similar length and is trimmed to its own longest (below). The
+            # step is unchanged (minibatches sum into one step), only the padding goes. A single
+            # minibatch keeps its order: its loss then sums in the same order as before.
+            active = active[torch.sort(lengths[active], stable=True).indices]
+        longest = max(int(lengths[active].max()), 1) if active.numel() else 1
+        old_logprobs = None  # [n_active, longest], rows in `active`'s order
         if cfg.num_passes > 1:
             with torch.no_grad(), self.generating():
-                old_logprobs = sequence_logprobs(self.model, rollout, active, temperature) if active.numel() else None
+                old_logprobs = sequence_logprobs(self.model, rollout, active, temperature, longest) if active.numel() else None
         ref_logprobs = None
         if self.reference is not None:
             with torch.no_grad():
-                ref_logprobs = sequence_logprobs(self.reference, rollout, active, temperature)
+                ref_logprobs = sequence_logprobs(self.reference, rollout, active, temperature, longest)
         # Only a sampler with its own copy of the weights (vLLM) needs the correction; HF
         # generate samples from the trained weights themselves.
         correct = rollout.separate_sampler and rollout.sampling_logprobs is not None and cfg.importance_sampling != "off"
@@ -207,16 +329,18 @@ class Agent:
                     continue
                 local = torch.arange(start, min(start + minibatch, active.numel()), device=device)
                 rows = active[local]
-                logprobs = sequence_logprobs(self.model, rollout, rows, temperature)  # [n, C]
-                old = old_logprobs[local] if old_logprobs is not None else logprobs.detach()
-                m = mask[rows]
+                width = max(int(lengths[rows].max()), 1)  # this minibatch's longest completion
+                logprobs = sequence_logprobs(self.model, rollout, rows, temperature, width)  # [n, width]
+                old = old_logprobs[local, :width] if old_logprobs is not None else logprobs.detach()
+                m = mask[rows, :width]
+                sampled = rollout.sampling_logprobs[rows, :width] if rollout.sampling_logprobs is not None else None
                 weights = None
-                if rollout.sampling_logprobs is not None and pass_index == 0:
-                    mismatch.append((old, rollout.sampling_logprobs[rows], m))
+                if sampled is not None and pass_index == 0:
+                    # widths differ between minibatches: padded back to C (mask 0) to be concatenated
+                    c = mask.shape[1]
+                    mismatch.append((pad_right(old.detach(), c, 0.0), pad_right(sampled, c, 0.0), pad_right(m, c, 0.0)))
                 if correct:
-                    weights = importance_weights(
-                        old, rollout.sampling_logprobs[rows], m, cfg.importance_sampling, cfg.importance_sampling_cap
-                    )
+                    weights = importance_weights(old, sampled, m, cfg.importance_sampling, cfg.importance_sampling_cap)
                 loss, clipped, kl = policy_loss(
                     logprobs,
                     old,
@@ -227,7 +351,7 @@ class Agent:
                     aggregation=cfg.loss_aggregation,
                     max_tokens=params.max_new_tokens,
                     beta=cfg.beta,
-                    ref_logprobs=ref_logprobs[local] if ref_logprobs is not None else None,
+                    ref_logprobs=ref_logprobs[local, :width] if ref_logprobs is not None else None,
                     is_weights=weights,
                 )
                 loss = loss * self._batch_share(rows, m, n_total, total_tokens)
@@ -237,6 +361,16 @@ class Agent:
                 pass_kl += float((kl * m).sum() / total_tokens)
             dp.sum_gradients(self.model.parameters())
             norm = dp.clip_grad_norm(self.model.parameters(), cfg.max_grad_norm)
+            # A NaN/inf loss or gradient (a NaN reward, an overflow) would poison every weight:
+            # skip the step (the norm is the summed gradient's, the same on every dp rank).
+            if not math.isfinite(norm) or (dp.size == 1 and not math.isfinite(pass_loss)):
+                stats.skipped_nonfinite = True
+                self.optimizer.zero_grad(set_to_none=True)
+                losses.append(pass_loss)
+                clips.append(pass_clip)
+                kls.append(pass_kl)
+                norms.append(norm)
+                continue
             self.optimizer.step()
             losses.append(pass_loss)
             clips.append(pass_clip)
@@ -251,7 +385,7 @@ class Agent:
         stats.clip_fraction = sum(clips) / len(clips)
         stats.kl = sum(kls) / len(kls)
         stats.grad_norm = sum(norms) / len(norms)
-        self._after_step(stats, stepped=True)
+        self._after_step(stats, stepped=stats.optimizer_steps > 0)
         return stats
 
     def _after_step(self, stats: UpdateStats, stepped: bool) -> None:
