@@ -58,7 +58,7 @@ for name in ("transformers", "tokenizers", "safetensors", "pydantic", "yaml", "t
 for name in ("peft", "math_verify", "tensorboard", "vllm"):  # vllm: section E (its CUDA build: pip install 'corl[vllm]')
     try:
         importlib.import_module(name)
-    except ModuleNotFoundError:
+    except Exception:  # noqa: BLE001 - a broken vllm (mismatched torchvision) raises RuntimeError: report it, go on
         print(f"optional package missing: {name}")
 if missing:
     sys.exit(f"missing packages: {', '.join(missing)}: make wheels with scripts/gpu_wheels.sh and carry .whl")

@@ -30,7 +30,7 @@ LOGPROB_ATOL = 1e-4
 
 WORKER = textwrap.dedent(
     """
-    import json, torch, torch.distributed as dist
+    import json, sys, torch, torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from corl.config import LoRAConfig
     from corl.models.prepare import add_lora, shard_with_fsdp
@@ -54,6 +54,11 @@ WORKER = textwrap.dedent(
         with torch.no_grad():
             x = torch.tensor([seq])
             return torch.log_softmax(plain(input_ids=x).logits[0, :-1], -1).gather(-1, x[0, 1:, None])[:, 0]
+
+    def result(label, values):
+        # one file per rank and check: the ranks share stdout, and their lines can interleave
+        with open(f"{sys.argv[1]}/{label}-rank{rank}.json", "w") as f:
+            json.dump(values, f)
 
     def check(label, lora):
         model = new_model()
@@ -79,17 +84,17 @@ WORKER = textwrap.dedent(
         rollout = engine.generate(["3+4=?\\n"], 2, SamplingParams(temperature=1.0, max_new_tokens=6))
         engine.close()
         dist.barrier()  # the trainer's group survived close()
-        print("RESULT " + json.dumps({
+        result(label, {
             "label": label, "rank": rank, "external": engine.external, "start": start,
             "moved": float((expected - before).abs().max()), "synced": float((after - expected).abs().max()),
             "bytes": stats.bytes, "rows": rollout.input_ids.shape[0],
-        }), flush=True)
+        })
 
     check("fsdp2", lora=False)
     try:
         import peft  # noqa: F401
     except ModuleNotFoundError:
-        print("RESULT " + json.dumps({"label": "lora", "rank": rank, "skipped": True}), flush=True)
+        result("lora", {"label": "lora", "rank": rank, "skipped": True})
     else:
         check("lora", lora=True)
     dist.destroy_process_group()
@@ -101,13 +106,13 @@ def test_fsdp2_sharded_policies_sync_into_external_launcher_engines(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)],
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
     )
-    results = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    results = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("*-rank*.json"))]
     assert proc.returncode == 0 and len(results) == 4, proc.stdout[-3000:] + proc.stderr[-5000:]
     for r in results:
         if r.get("skipped"):

@@ -88,7 +88,9 @@ WORKER = textwrap.dedent(
     sharded = [k for k, v in model.state_dict().items() if isinstance(v, DTensor) and v.to_local().shape != v.shape]
     got = dict(iter_full_weights(model))  # a collective: both ranks, same order
     same = sorted(got) == sorted(reference) and all(torch.equal(got[k], reference[k]) for k in reference)
-    print("RESULT " + json.dumps({"rank": rank, "sharded": len(sharded), "same": same}), flush=True)
+    # one file per rank: the ranks share stdout, and their lines can interleave
+    with open(f"{sys.argv[1]}/rank{rank}.json", "w") as f:
+        json.dump({"rank": rank, "sharded": len(sharded), "same": same}, f)
     dist.destroy_process_group()
     """
 )
@@ -99,13 +101,13 @@ def test_fsdp2_shards_are_gathered_whole_on_every_rank(tmp_path):
     script.write_text(WORKER)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)],
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=180,
         env=env,
     )
-    results = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    results = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("rank*.json"))]
     assert proc.returncode == 0 and len(results) == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     for r in results:
         assert r["sharded"] > 10  # the weights really were split over the two ranks

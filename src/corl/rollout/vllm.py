@@ -18,10 +18,11 @@ broken install fails with the command that installs it.
 
 Processes: the engine runs in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), which weight
 sync relies on (the tensors are handed over, not serialised). Under torchrun it uses
-vLLM's `external_launcher` backend on the existing process group; that path is written
-per vLLM's documentation and is untested here (no GPUs): each tensor-parallel group of
-`tensor_parallel_size` consecutive ranks must be one agent's ranks and be given the same
-prompts.
+vLLM's `external_launcher` backend on the existing process group. With
+tensor_parallel_size 1 every rank's engine samples on its own (tested on CPU over gloo:
+2 ranks, FSDP2-sharded policy, tests/test_vllm_torchrun.py). With tensor_parallel_size T
+> 1 (written per vLLM's documentation, untested here: no GPUs) each group of T
+consecutive ranks shards one engine: it must be one agent's ranks, given the same prompts.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def _import_vllm():
+    # vLLM logs every engine's start-up at INFO; inside a trainer that drowns its own output
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         import vllm
     except Exception as err:  # noqa: BLE001 - a broken install (mismatched torchvision) raises RuntimeError, not ImportError
@@ -91,12 +94,20 @@ def _rng_kept():
             torch.cuda.set_rng_state_all(cuda)
 
 
-def _engine_dtype(dtype: str, model) -> torch.dtype:
+def _engine_dtype(dtype: str, model, on_cpu: bool) -> torch.dtype:
+    """rollout.dtype; auto = float32 on CPU, bfloat16 on GPUs that have it (the usual rollout
+    precision: half the memory and time of float32), else the weights' dtype. Not "the
+    model's": corl trains float32 master weights and a loaded config reports that dtype,
+    not the checkpoint's. rollout.dtype=float32 gives exact log-prob parity on a GPU."""
     if dtype != "auto":
         if dtype not in _DTYPES:
             raise ValueError(f"rollout.dtype {dtype!r}: choose auto, {', '.join(_DTYPES)}")
         return _DTYPES[dtype]
-    return next(hf_model_of(model).parameters()).dtype  # the master weights' dtype (bf16 autocast keeps float32)
+    if on_cpu:
+        return torch.float32
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return next(hf_model_of(model).parameters()).dtype
 
 
 def _text_config(config):
@@ -191,9 +202,9 @@ class VLLMEngine:
         base = hf_model_of(model)
         self.device = next(base.parameters()).device  # where the trainer wants its rollouts
         self.eos_ids = eos_ids_of(base, tokenizer)
-        self.dtype = _engine_dtype(dtype, model)
-        self.tensor_parallel_size = tensor_parallel_size
         self.on_cpu = current_platform.is_cpu()
+        self.dtype = _engine_dtype(dtype, model, self.on_cpu)
+        self.tensor_parallel_size = tensor_parallel_size
         # A tied lm_head is written once (safetensors refuses shared storage; vLLM ties it
         # again at load) but always pushed: the CPU backend repacks it apart from the embedding.
         self.skip_tied = bool(getattr(_text_config(base.config), "tie_word_embeddings", False))
@@ -230,6 +241,9 @@ class VLLMEngine:
                 kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(base.config, self.max_model_len, self.dtype, max_num_seqs)
             else:
                 kwargs["gpu_memory_utilization"] = gpu_memory_utilization or GPU_MEMORY_UTILIZATION
+            if tensor_parallel_size > 1 and not self.external:
+                # without torchrun vLLM would start worker processes, which an in-process sync cannot reach
+                raise ValueError("rollout.tensor_parallel_size > 1 needs torchrun: the agent's ranks shard its engine")
             if self.external:
                 kwargs["distributed_executor_backend"] = "external_launcher"
                 world = torch.distributed.get_world_size()
