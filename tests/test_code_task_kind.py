@@ -156,3 +156,19 @@ def test_answers_refuse_problems_loaded_without_the_code_source():
     with pytest.raises(DataError, match=r"'mbpp/7'.*code:<file>"):
         code_task_answers(["def add(a, b): return a + b"], [problem], 1)
     assert set(INPUT_FIELDS) == set(task_spec("code").input_fields)
+
+
+@needs_data
+def test_real_model_code_config_loads_its_rows_and_prompt_fields(monkeypatch):
+    from pathlib import Path
+
+    from corl.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)  # the config's ../shared/data paths are relative to the checkout, as for math
+    cfg = load_config(root / "configs" / "code-mbpp-qwen-llama.yaml")
+    assert (cfg.data.task, cfg.data.answer_field) == ("code", None)
+    rows = load_rows(cfg.data.train)
+    assert len(rows) == 374 and all(cfg.prompt_field(a) in rows[0] for a in cfg.agents)
+    assert rows[0]["prompt_mbpp"].count("[DONE]") == 3  # the 3 lm-eval shots came along
+    assert load_config(root / "configs" / "code-mbpp-qwen-llama.yaml", ["cohort.reward=tests"]).cohort.reward == "tests"

@@ -49,15 +49,15 @@ PROMPT_FIELDS = ("prompt_mbpp", "prompt_mbpp_instruct", "prompt_humaneval", "pro
 LM_EVAL_SHOT_IDS = (2, 3, 4)  # lm-eval's mbpp few-shot samples (MBPP's prompt split)
 
 
-def _is_humaneval(row: Mapping) -> bool:
+def is_humaneval(row: Mapping) -> bool:
     return bool(row.get("entry_point")) and "prompt" in row and "test" in row
 
 
-def _is_mbpp(row: Mapping) -> bool:
+def is_mbpp(row: Mapping) -> bool:
     return bool(row.get("test_list")) and ("text" in row or "prompt" in row)
 
 
-def _mbpp_view(row: Mapping) -> dict:
+def mbpp_view(row: Mapping) -> dict:
     """Sanitized MBPP names the task text `prompt` and its imports `test_imports`: read both as full MBPP."""
     setup = row.get("test_setup_code") or "\n".join(row.get("test_imports") or ())
     return {**{k: v for k, v in row.items() if k != "prompt"}, "text": row.get("text") or row["prompt"], "test_setup_code": setup}
@@ -71,7 +71,7 @@ def prepare_row(row: Mapping, shots: Sequence[Mapping] = (), where: str = "row")
 
 
 def _prepare_row(row: Mapping, shots: Sequence[Mapping], where: str) -> dict:
-    if _is_humaneval(row):
+    if is_humaneval(row):
         messages, _ = code_eval.humaneval_instruct(row)
         return {
             **row,
@@ -82,8 +82,8 @@ def _prepare_row(row: Mapping, shots: Sequence[Mapping], where: str) -> dict:
             "prompt_humaneval": row["prompt"],
             "prompt_humaneval_instruct": messages[0]["content"],
         }
-    if _is_mbpp(row):
-        view = _mbpp_view(row)
+    if is_mbpp(row):
+        view = mbpp_view(row)
         name = entry_point(view)
         if name is None:
             raise DataError(f"{where}: no entry point: no function of `code` is called in `test_list`")
@@ -94,7 +94,7 @@ def _prepare_row(row: Mapping, shots: Sequence[Mapping], where: str) -> dict:
             "code_public_inputs": public_inputs({"entry_point": name, "test_list": view["test_list"]}),
             "code_prefix": "",
             "code_setup": view["test_setup_code"],
-            "prompt_mbpp": code_eval.mbpp_prompt(view, [_mbpp_view(s) for s in shots]),
+            "prompt_mbpp": code_eval.mbpp_prompt(view, [mbpp_view(s) for s in shots]),
             "prompt_mbpp_instruct": _mbpp_instruct_user(view),
         }
     columns = ", ".join(sorted(row)) or "none"
@@ -108,11 +108,11 @@ def _mbpp_instruct_user(view: Mapping) -> str:
     return code_eval.mbpp_instruct(view)[0][-1]["content"]
 
 
-def _shot_rows(path: str, source: str) -> list[dict]:
+def shot_rows(path: str, source: str) -> list[dict]:
     rows = _read_rows(path, source)
     chosen = [r for i in LM_EVAL_SHOT_IDS for r in rows if r.get("task_id") == i] or rows[:3]
     for i, shot in enumerate(chosen):
-        if not _is_mbpp(shot) or not shot.get("code"):
+        if not is_mbpp(shot) or not shot.get("code"):
             raise DataError(f"dataset {source!r}: shots file {path!r} row {i} is not an MBPP row with `code`")
     return chosen
 
@@ -129,7 +129,7 @@ def code_rows(spec: str, source: str) -> list[dict]:
     path, _, shots_path = spec.partition(":")
     if not path:
         raise DataError(f"dataset {source!r}: write code:<file>[:<shots file>]")
-    shots = _shot_rows(shots_path, source) if shots_path else []
+    shots = shot_rows(shots_path, source) if shots_path else []
     return [prepare_row(r, shots, f"dataset {source!r} row {i}") for i, r in enumerate(_read_rows(path, source))]
 
 
