@@ -24,7 +24,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_COMMAND_MODULES = ("train", "evaluate", "quickstart", "theory", "diversity", "rephrase")
+_COMMAND_MODULES = ("train", "evaluate", "quickstart", "theory", "diversity", "rephrase", "suite")
 
 for _name in _COMMAND_MODULES:
     try:
