@@ -3,13 +3,22 @@ refused naming the agent, and a collapsing run says so in its metrics and on the
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 
+from conftest import tiny_config
 from corl.agent import Agent
-from corl.config import AgentConfig, GRPOConfig
+from corl.cohort import CohortTrainer
+from corl.config import AgentConfig, GRPOConfig, validate_config
 from corl.data import Problem, PromptTemplate
+from corl.health import CollapseMonitor, HealthError
 from corl.models import load_policy
+from corl.rewards import REWARDS, RewardSpec, register_reward
+from corl.rewards.agreement import agreement_rewards
 from corl.rollout import SamplingParams
+from corl.tracking import read_metrics
 
 PARAMS = SamplingParams(temperature=1.0, max_new_tokens=8)
 
@@ -34,3 +43,98 @@ def test_a_nan_reward_skips_the_optimizer_step(tiny_models):
     stats = agent.update(rollout, torch.tensor([[1.0, 0, 0, 1], [0, 1, 0, 0]]), PARAMS)  # finite: it steps
     assert not stats.skipped_nonfinite and stats.optimizer_steps == 1
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.model.parameters()))
+
+
+# -- in a run ------------------------------------------------------------------------------------------
+
+
+class NaNReward:
+    """agreement, except that the second call of each step (agent1's) carries one NaN."""
+
+    calls = 0
+
+    def __call__(self, answers, keys, labels, equivalent):
+        rewards = agreement_rewards(answers, keys, labels, equivalent)
+        NaNReward.calls += 1
+        if NaNReward.calls % 2 == 0:
+            rewards[0, 0] = float("nan")
+        return rewards
+
+
+if "test_nan" not in REWARDS:
+    register_reward(RewardSpec("test_nan", "agreement with one NaN for every second agent", from_labels=NaNReward()))
+
+
+def test_a_nan_reward_stops_the_run_naming_agent_and_step(tmp_path, tiny_models, tiny_data):
+    NaNReward.calls = 0
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"reward": "test_nan", "steps": 2}, logging={"tensorboard": False})
+    with pytest.raises(
+        HealthError, match=r"step 0: agent 'agent1': 1 of 16 rewards are NaN/inf \(cohort.reward 'test_nan'\).*on_nonfinite: stop"
+    ):
+        CohortTrainer(validate_config(raw)).train()
+
+
+def test_a_nan_reward_with_skip_skips_that_step_only(tmp_path, tiny_models, tiny_data, capfd):
+    NaNReward.calls = 0
+    raw = tiny_config(
+        tmp_path,
+        tiny_models,
+        tiny_data,
+        cohort={"reward": "test_nan", "steps": 2},
+        logging={"tensorboard": False},
+        health={"on_nonfinite": "skip"},
+    )
+    raw["data"].pop("val")
+    CohortTrainer(validate_config(raw)).train()
+    records = read_metrics(tmp_path / "run", "train")
+    assert [r["agent1/skipped_nonfinite"] for r in records] == [1.0, 1.0]
+    assert all(r["agent1/optimizer_steps"] == 0 for r in records)
+    assert "step 0: agent 'agent1': 1 of 16 rewards are NaN/inf" in capfd.readouterr().err
+
+
+def test_a_checkpoint_with_an_inf_weight_is_refused_naming_the_agent(tmp_path, tiny_models, tiny_data):
+    model, tok = load_policy(str(tiny_models["llama-char"]))
+    with torch.no_grad():
+        next(model.parameters())[0, 0] = float("inf")
+    model.save_pretrained(tmp_path / "broken")
+    tok.save_pretrained(tmp_path / "broken")
+    raw = tiny_config(tmp_path, tiny_models, tiny_data)
+    raw["agents"][1]["model"] = str(tmp_path / "broken")
+    with pytest.raises(HealthError, match=r"agents.1.model \(agent 'agent1'\) loaded from .*broken': weight '.*' holds NaN/inf"):
+        CohortTrainer(validate_config(raw))
+
+
+def test_rewards_all_zero_raise_the_collapse_alarm(tmp_path, tiny_models, tiny_data, capfd):
+    """Ground-truth rewards on problems whose answers the tiny models (digits 0-3) never give."""
+    rows = [json.loads(line) for line in tiny_data["train"].read_text().splitlines()]
+    (tmp_path / "hard.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["answer"] not in {"0", "1", "2", "3"}))
+    raw = tiny_config(
+        tmp_path,
+        tiny_models,
+        tiny_data,
+        cohort={"label_source": "truth", "steps": 2},
+        logging={"tensorboard": False},
+        health={"collapse_steps": 2},
+    )
+    raw["data"]["train"] = str(tmp_path / "hard.jsonl")
+    raw["data"].pop("val")
+    CohortTrainer(validate_config(raw)).train()
+    records = read_metrics(tmp_path / "run", "train")
+    assert [r["health/agent0/reward_all_0_steps"] for r in records] == [1.0, 2.0]
+    assert records[0]["health/alarms"] == 0 and records[1]["health/alarms"] >= 2  # both agents
+    err = capfd.readouterr().err
+    assert "step 1: agent 'agent0': every reward was 0 for 2 consecutive steps" in err
+
+
+def test_the_collapse_monitor_counts_consecutive_steps_and_warns_once(capfd):
+    monitor = CollapseMonitor(["a"], patience=2, binary_reward=True)
+    ok = {"a/reward_mean": 0.5, "a/answer_rate": 1.0}
+    gone = {"a/reward_mean": 0.0, "a/answer_rate": 0.0}
+    same, mixed = [["7", "7", None]], [["7", "8", None]]
+    seen = [monitor(s, m, lbl) for s, (m, lbl) in enumerate([(ok, same), (gone, same), (gone, same), (ok, mixed)])]
+    assert [h["health/a/no_answers_steps"] for h in seen] == [0, 1, 2, 0]
+    assert [h["health/a/same_label_steps"] for h in seen] == [1, 2, 3, 0]
+    assert [h["health/alarms"] for h in seen] == [0, 1, 3, 0]
+    err = capfd.readouterr().err
+    assert err.count("every label was '7' for 2 consecutive steps") == 1
+    assert err.count("no completion had an answer for 2 consecutive steps") == 1

@@ -48,6 +48,7 @@ from corl.config import ConfigError, RunConfig, dump_config
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_accuracy
+from corl.health import CollapseMonitor, HealthError, check_weights, nonfinite, stop_or_warn
 from corl.labels import AnswersTable, build_label_source, label_source_spec
 from corl.models import check_model_source, load_policy, prepare_frozen, resolve_device
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
@@ -167,6 +168,8 @@ def build_agent(
     except (OSError, ValueError) as err:  # hub errors, unreadable files: say which agent
         source = weights or agent_cfg.model
         raise ConfigError(f"agents.{index}.model (agent {agent_cfg.name!r}): cannot load {str(source)!r}: {err}") from err
+    # an inf weight would otherwise surface deep inside generate ("probability tensor contains inf")
+    check_weights(model, f"agents.{index}.model (agent {agent_cfg.name!r}) loaded from {str(weights or agent_cfg.model)!r}")
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
     ema = cfg.cohort.ema_momentum if label_source_spec(cfg.cohort.label_source).needs_teacher else None
     agent = Agent(
@@ -273,6 +276,7 @@ class CohortTrainer:
         )
         self.params = SamplingParams(cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens)
         self.names = [a.name for a in cfg.agents]
+        self.monitor = CollapseMonitor(self.names, cfg.health.collapse_steps, self.reward.binary, console=self.placement.is_main)
         self.log = None
         if self.placement.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -313,7 +317,7 @@ class CohortTrainer:
         shard: dict[int, AgentShard] = {}
         for n, agent in self.agents.items():
             torch.manual_seed(self._seed(step, n))
-            rollouts[n] = agent.sample(mine, k, self.params)
+            rollouts[n] = self._sample(step, agent, mine, k)
             shard[n] = AgentShard(positions, self._answers(agent, rollouts[n], mine, k))
         t_sample = time.perf_counter()
 
@@ -335,9 +339,22 @@ class CohortTrainer:
             else:
                 rewards[n] = agent.logit_rewards(rollouts[n], self.reward.from_logits, cfg.temperature)
 
+        stop = self.cfg.health.on_nonfinite == "stop"
+        for n, r in rewards.items():
+            if nonfinite(r):  # skip: the update sees a NaN advantage and skips its own step
+                bad = int((~torch.isfinite(r)).sum())
+                stop_or_warn(
+                    f"step {step}: agent {self.names[n]!r}: {bad} of {r.numel()} rewards are NaN/inf (cohort.reward {cfg.reward!r})",
+                    stop,
+                )
+
         # 6. only now does any agent update, each on its own
         updates = {n: agent.update(rollouts[n], rewards[n], self.params) for n, agent in self.agents.items()}
         t_update = time.perf_counter()
+        for n, agent in self.agents.items():
+            if updates[n].skipped_nonfinite and not nonfinite(rewards[n]):
+                stop_or_warn(f"step {step}: agent {self.names[n]!r}: the loss or gradient norm was NaN/inf", stop)
+            check_weights(agent.model, f"step {step}: agent {self.names[n]!r} after its update")
 
         report = {
             n: AgentShard(positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
@@ -347,9 +364,22 @@ class CohortTrainer:
         gathered = self.exchange.all_gather((report, stats))
         per_prompt = assemble([g[0] for g in gathered], n_agents, len(batch), "rewards")
         metrics = self._diagnostics(table, labels, per_prompt, [g[1] for g in gathered])
+        metrics.update(self.monitor(step, metrics, labels))
         metrics["time/sample_s"] = t_sample - t0
         metrics["time/update_s"] = t_update - t_sample
         return metrics
+
+    def _sample(self, step: int, agent: Agent, problems: list[Problem], k: int) -> Rollout:
+        try:
+            return agent.sample(problems, k, self.params)
+        except RuntimeError as err:  # torch.multinomial on NaN/inf probabilities: name who and when
+            if "inf" not in str(err) and "nan" not in str(err):
+                raise
+            check_weights(agent.model, f"step {step}: agent {agent.name!r}")
+            raise HealthError(
+                f"step {step}: agent {agent.name!r}: sampling failed on NaN/inf probabilities ({err}); its weights are finite "
+                "but too large (diverged: lower its lr). Resume from an earlier checkpoint"
+            ) from err
 
     def _answers(self, agent: Agent, rollout: Rollout, problems: list[Problem], k: int) -> list[PromptAnswers]:
         """The task kind's answers for an agent's rollout (and for its EMA teacher's samples)."""

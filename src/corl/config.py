@@ -232,6 +232,22 @@ class DistributedConfig(_Strict):
     )
 
 
+class HealthConfig(_Strict):
+    """Checks run every step (see `corl.health`)."""
+
+    on_nonfinite: Literal["stop", "skip"] = Field(
+        "stop",
+        description="A NaN/inf reward, loss or gradient: stop the run naming the agent and step, or skip that "
+        "optimizer step and go on. Non-finite weights always stop the run.",
+    )
+    collapse_steps: int = Field(
+        5,
+        ge=1,
+        description="Warn when an agent's rewards are all 0 (or all 1), it gives no answer, or every label is the "
+        "same string for this many consecutive steps (health/... metrics and the console).",
+    )
+
+
 class LoggingConfig(_Strict):
     eval_every: int = Field(0, ge=0, description="Validate every N steps (0 = only at the end, if data.val is set).")
     eval_on_start: bool = Field(
@@ -272,6 +288,7 @@ class RunConfig(_Strict):
     logging: LoggingConfig = LoggingConfig()
     compute: ComputeConfig = ComputeConfig()
     distributed: DistributedConfig = DistributedConfig()
+    health: HealthConfig = HealthConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:

@@ -34,6 +34,7 @@ def train(
         run_dir = output_dir or Path(cfg.output_dir)
     from corl.checkpoint import CheckpointError
     from corl.data import DataError
+    from corl.health import HealthError
     from corl.launch import launch
     from corl.parallel import PeerFailure
 
@@ -42,7 +43,7 @@ def train(
     except (DataError, FileNotFoundError, ConfigError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(2) from None
-    except CheckpointError as err:  # a full disk: the message says what was kept and how to resume
+    except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(1) from None
     except PeerFailure:  # torchrun: the rank has printed which peer failed and written RUN_DIR/failure.json
