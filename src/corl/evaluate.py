@@ -19,21 +19,39 @@ from corl.rollout import RolloutEngine, SamplingParams
 Answers = list[list[str | None]]  # [B][K]
 
 
-def sample_answers(
+def sample_completions(
     engine: RolloutEngine, prompts: Sequence[str], k: int, params: SamplingParams, batch_prompts: int = 64, progress=None
-) -> tuple[Answers, list[float]]:
-    """k extracted answers per prompt ([B][K]) and each prompt's mean completion length."""
-    answers: Answers = []
+) -> tuple[list[list[str]], list[float]]:
+    """k completions per prompt ([B][K] texts) and each prompt's mean completion length."""
+    texts: list[list[str]] = []
     lengths: list[float] = []
     for start in range(0, len(prompts), batch_prompts):
         chunk = list(prompts[start : start + batch_prompts])
         rollout = engine.generate(chunk, k, params)
-        extracted = [extract_answer(t) for t in rollout.texts]
-        answers.extend(extracted[i * k : (i + 1) * k] for i in range(len(chunk)))
+        texts.extend(list(rollout.texts[i * k : (i + 1) * k]) for i in range(len(chunk)))
         lengths.extend(rollout.completion_lengths.view(len(chunk), k).float().mean(1).tolist())
         if progress is not None:
             progress(len(chunk))
-    return answers, lengths
+    return texts, lengths
+
+
+def extract_all(texts: Sequence[Sequence[str]], mode: str = "strict") -> Answers:
+    """[B][K] completions -> [B][K] final answers; mode as `corl.answers.extract_answer` (strict: the reward policy)."""
+    return [[extract_answer(t, mode) for t in group] for group in texts]
+
+
+def sample_answers(
+    engine: RolloutEngine,
+    prompts: Sequence[str],
+    k: int,
+    params: SamplingParams,
+    batch_prompts: int = 64,
+    progress=None,
+    mode: str = "strict",
+) -> tuple[Answers, list[float]]:
+    """k extracted answers per prompt ([B][K]) and each prompt's mean completion length."""
+    texts, lengths = sample_completions(engine, prompts, k, params, batch_prompts, progress)
+    return extract_all(texts, mode), lengths
 
 
 def grade(answers: Answers, gold: Sequence[str]) -> list[list[bool]]:

@@ -1,46 +1,115 @@
-"""`corl eval CKPT [CKPT ...] --data FILE`: greedy, avg@k, maj@k, pass@k and pooled maj@k."""
+"""`corl eval CKPT [CKPT ...] --data FILE`: math (greedy, avg@k, maj@k, pass@k, pooled maj@k) or code (pass@1, pass@k).
+
+Math: answers extracted with `--extract strict` (the reward policy: None when nothing is
+stated) or `flexible` (else the last number, for parity with graders that fall back so).
+Code (`--task code`): HumanEval / MBPP rows in lm-eval's prompt conventions (`--style`,
+inferred from the rows; `--chat` picks the instruct variant), programs run in the sandbox
+against the hidden tests, unbiased pass@k (Chen et al. 2021) over `--k` samples.
+`--records FILE` writes one JSON line per (model, problem) with every completion and its outcome.
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
 from corl.config import DEFAULT_INSTRUCTION
 
+CODE_STYLES = ("humaneval", "humaneval_instruct", "mbpp", "mbpp_instruct")
+
 
 def evaluate(
     models: list[str] = typer.Argument(..., help="Checkpoint folders, Hugging Face ids or tiny:<family>."),
-    data: str = typer.Option(..., "--data", help="Dataset with answers: local JSONL/Parquet/CSV or HF name."),
+    data: str = typer.Option(
+        ..., "--data", help="Dataset with answers (math) or tests (code): local JSONL/Parquet/CSV or HF name."
+    ),
     split: str = typer.Option("test", help="Split for Hugging Face datasets."),
     n: int | None = typer.Option(None, "--n", help="Evaluate the first N problems."),
     k: int = typer.Option(4, "--k", min=1, help="Samples per problem for avg@k / maj@k / pass@k."),
     temperature: float = typer.Option(1.0, min=0.0),
     max_new_tokens: int = typer.Option(512, min=1),
-    prompt_field: str = typer.Option("problem"),
-    answer_field: str = typer.Option("answer"),
-    template: str = typer.Option("{problem}\n{instruction}", help="Prompt text with {problem} and {instruction}."),
+    prompt_field: str = typer.Option("problem", help="math: the field holding the problem text."),
+    answer_field: str = typer.Option("answer", help="math: the field holding the answer."),
+    template: str = typer.Option("{problem}\n{instruction}", help="math: prompt text with {problem} and {instruction}."),
     instruction: str = typer.Option(DEFAULT_INSTRUCTION),
-    chat: bool = typer.Option(False, help="Wrap prompts in each tokenizer's chat template."),
-    group_by: str | None = typer.Option(None, help="Also report accuracy per value of this field (e.g. level, type)."),
+    chat: bool = typer.Option(False, help="Wrap prompts in each tokenizer's chat template (code: the instruct style)."),
+    group_by: str | None = typer.Option(None, help="math: also report accuracy per value of this field (e.g. level, type)."),
     batch_prompts: int = typer.Option(32, min=1, help="Prompts per generate call."),
     seed: int = 0,
     engine_name: str = typer.Option("hf", "--engine", help="Rollout engine: hf (any device) or vllm (pip install corl[vllm])."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
+    task: str = typer.Option("math", "--task", help="math (final answers) or code (programs run against the tests)."),
+    style: str | None = typer.Option(
+        None, "--style", help=f"code: prompt convention, one of {', '.join(CODE_STYLES)}; default from the rows and --chat."
+    ),
+    shots: str | None = typer.Option(
+        None, "--shots", help="code, mbpp style: few-shot rows (MBPP's prompt split; task_ids 2-4)."
+    ),
+    records: Path | None = typer.Option(
+        None, "--records", help="Write per-problem records (completions, outcomes) to this JSONL."
+    ),
+    extract: str = typer.Option("strict", "--extract", help="math: answer extraction, strict or flexible (see corl.answers)."),
 ) -> None:
-    """Evaluate one or more models; several models are also scored as a pooled-vote ensemble."""
-    import torch
+    """Evaluate one or more models; several models are also scored as a pooled-vote ensemble (math)."""
     from rich.console import Console
-    from rich.progress import Progress
-    from rich.table import Table
 
-    from corl.config import RolloutConfig
-    from corl.data import DataError, PromptTemplate, build_problems, load_rows
-    from corl.evaluate import accuracy_by_group, grade, majority_correct, pooled, sample_answers, score
-    from corl.models import load_policy
-    from corl.rollout import SamplingParams, build_engine
+    from corl.answers import EXTRACTION_MODES
 
     err = Console(stderr=True)
+    if task not in ("math", "code"):
+        err.print(f"[red]error:[/red] --task must be math or code, got {task!r}")
+        raise typer.Exit(2)
+    if extract not in EXTRACTION_MODES:
+        err.print(f"[red]error:[/red] --extract must be one of {', '.join(EXTRACTION_MODES)}, got {extract!r}")
+        raise typer.Exit(2)
+    if style is not None and style not in CODE_STYLES:
+        err.print(f"[red]error:[/red] --style must be one of {', '.join(CODE_STYLES)}, got {style!r}")
+        raise typer.Exit(2)
+    common = dict(
+        models=models, data=data, split=split, n=n, k=k, temperature=temperature, max_new_tokens=max_new_tokens,
+        chat=chat, batch_prompts=batch_prompts, seed=seed, engine_name=engine_name, err=err,
+    )  # fmt: skip
+    if task == "code":
+        results, per_problem = _evaluate_code(style=style, shots=shots, **common)
+    else:
+        results, per_problem = _evaluate_math(
+            prompt_field=prompt_field, answer_field=answer_field, template=template, instruction=instruction,
+            group_by=group_by, extract=extract, **common,
+        )  # fmt: skip
+    if records is not None:
+        records.parent.mkdir(parents=True, exist_ok=True)
+        with records.open("w", encoding="utf-8") as f:
+            for record in per_problem:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    if as_json:
+        print(json.dumps(results))
+        return
+    _print_table(results, task, k)
+
+
+def _engine(name: str, engine_name: str, chat: bool):
+    from corl.config import RolloutConfig
+    from corl.models import load_policy
+    from corl.rollout import build_engine
+
+    model, tok = load_policy(name)
+    # a chat template writes its own special tokens; the tokenizer must not add a second BOS
+    return build_engine(RolloutConfig(engine=engine_name), model, tok, add_special_tokens=not chat), tok
+
+
+def _evaluate_math(
+    models, data, split, n, k, temperature, max_new_tokens, prompt_field, answer_field, template, instruction, chat,
+    group_by, batch_prompts, seed, engine_name, extract, err,
+) -> tuple[dict, list[dict]]:  # fmt: skip
+    import torch
+    from rich.progress import Progress
+
+    from corl.data import DataError, PromptTemplate, build_problems, load_rows
+    from corl.evaluate import accuracy_by_group, extract_all, grade, majority_correct, pooled, sample_completions, score
+    from corl.rollout import SamplingParams
+
     try:
         rows = load_rows(data, split)[:n]
         problems, gold_by_id = build_problems(rows, data, [prompt_field], answer_field=answer_field)
@@ -48,21 +117,25 @@ def evaluate(
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     gold = [gold_by_id[p.id] for p in problems]
-    results: dict = {"data": data, "n": len(problems), "k": k, "temperature": temperature, "models": {}}
+    results: dict = {"data": data, "task": "math", "extract": extract, "n": len(problems), "k": k, "temperature": temperature}
+    results["models"] = {}
+    per_problem: list[dict] = []
     all_sampled = []
     with Progress(console=err, transient=True) as bar:
         for name in models:
-            model, tok = load_policy(name)
+            engine, tok = _engine(name, engine_name, chat)
             tmpl = PromptTemplate(template, instruction, chat)
-            engine = build_engine(RolloutConfig(engine=engine_name), model, tok, add_special_tokens=not chat)
             prompts = [tmpl.render(p.texts[prompt_field], tok) for p in problems]
-            task = bar.add_task(f"{name}", total=2 * len(prompts))
-            advance = lambda m, task=task: bar.advance(task, m)  # noqa: E731
+            bar_task = bar.add_task(f"{name}", total=2 * len(prompts))
+            advance = lambda m, t=bar_task: bar.advance(t, m)  # noqa: E731
             torch.manual_seed(seed)
-            greedy, _ = sample_answers(engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance)
-            sampled, lengths = sample_answers(
+            greedy_texts, _ = sample_completions(
+                engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance
+            )
+            texts, lengths = sample_completions(
                 engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance
             )
+            greedy, sampled = extract_all(greedy_texts, extract), extract_all(texts, extract)
             all_sampled.append(sampled)
             s = score(sampled, gold)
             entry = {"greedy": score(greedy, gold).accuracy, **s.as_dict(), "mean_length": sum(lengths) / len(lengths)}
@@ -71,24 +144,151 @@ def evaluate(
                 entry["greedy_by_" + group_by] = accuracy_by_group([c[0] for c in grade(greedy, gold)], groups)
                 entry[f"maj@{k}_by_" + group_by] = accuracy_by_group(majority_correct(sampled, gold), groups)
             results["models"][name] = entry
+            greedy_ok, sampled_ok = grade(greedy, gold), grade(sampled, gold)
+            for i, p in enumerate(problems):
+                per_problem.append(
+                    {
+                        "model": name,
+                        "id": p.id,
+                        "gold": gold[i],
+                        "greedy": {"completion": greedy_texts[i][0], "answer": greedy[i][0], "correct": greedy_ok[i][0]},
+                        "samples": [
+                            {"completion": t, "answer": a, "correct": c} for t, a, c in zip(texts[i], sampled[i], sampled_ok[i])
+                        ],
+                    }
+                )
     if len(models) > 1:
         results[f"pooled_maj@{k * len(models)}"] = sum(majority_correct(pooled(all_sampled), gold)) / len(gold)
+    return results, per_problem
 
-    if as_json:
-        print(json.dumps(results))
-        return
-    table = Table(title=f"{data} ({len(problems)} problems, k={k}, T={temperature})")
-    for col in ("model", "greedy", f"avg@{k}", f"maj@{k}", f"pass@{k}", "mean length"):
+
+def _code_rows(data: str, split: str, n: int | None, style: str | None, chat: bool, shots: str | None, err):
+    """(rows as the harness reads them, the style, the few-shot rows); errors name the row at fault."""
+    from corl.data import DataError, load_rows
+    from corl.tasks.code_task import is_humaneval, is_mbpp, mbpp_view, shot_rows
+
+    try:
+        rows = load_rows(data, split)[:n]
+        few = shot_rows(shots, shots) if shots else []
+    except DataError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    if not rows:
+        err.print(f"[red]error:[/red] dataset {data!r} has no rows")
+        raise typer.Exit(2)
+    kinds = ["humaneval" if is_humaneval(r) else "mbpp" if is_mbpp(r) else None for r in rows]
+    for i, kind in enumerate(kinds):
+        if kind is None or kind != kinds[0]:
+            what = "not a HumanEval (prompt, test, entry_point) or MBPP (text, code, test_list) row" if kind is None else (
+                f"a {kind} row among {kinds[0]} rows"
+            )  # fmt: skip
+            err.print(f"[red]error:[/red] dataset {data!r} row {i}: {what}")
+            raise typer.Exit(2)
+    style = style or (kinds[0] + ("_instruct" if chat else ""))
+    if not style.startswith(kinds[0]):
+        err.print(f"[red]error:[/red] --style {style} does not fit {data!r}: its rows are {kinds[0]} rows")
+        raise typer.Exit(2)
+    if few and style != "mbpp" and style != "mbpp_instruct":
+        err.print("[red]error:[/red] --shots is for the mbpp styles")
+        raise typer.Exit(2)
+    # sanitized MBPP names its text `prompt`: read it as full MBPP, or `prompt` would prefix every program
+    rows = [mbpp_view(r) if kinds[0] == "mbpp" else dict(r) for r in rows]
+    return rows, style, [mbpp_view(s) for s in few]
+
+
+def _code_prompt(row, style: str, shots, tok) -> str:
+    from corl.code_eval import chat_prompt, humaneval_instruct, humaneval_prompt, mbpp_instruct, mbpp_prompt
+
+    if style == "humaneval":
+        return humaneval_prompt(row)
+    if style == "mbpp":
+        return mbpp_prompt(row, shots)
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"--style {style} needs a tokenizer with a chat template")
+    messages, prefix = humaneval_instruct(row) if style == "humaneval_instruct" else mbpp_instruct(row, shots)
+    return chat_prompt(tok, messages, prefix)
+
+
+def _evaluate_code(
+    models, data, split, n, k, temperature, max_new_tokens, chat, batch_prompts, seed, engine_name, style, shots, err
+) -> tuple[dict, list[dict]]:
+    import torch
+    from rich.progress import Progress
+
+    from corl.code_eval import evaluate as run_tests_on
+    from corl.evaluate import sample_completions
+    from corl.rollout import SamplingParams
+    from corl.tasks.code_exec import close
+
+    rows, style, few = _code_rows(data, split, n, style, chat, shots, err)
+    ks = sorted({1, k})
+    results: dict = {"data": data, "task": "code", "style": style, "n": len(rows), "k": k, "temperature": temperature}
+    results["models"] = {}
+    per_problem: list[dict] = []
+    try:
+        with Progress(console=err, transient=True) as bar:
+            for name in models:
+                engine, tok = _engine(name, engine_name, style.endswith("_instruct"))
+                try:
+                    prompts = [_code_prompt(r, style, few, tok) for r in rows]
+                except ValueError as e:
+                    err.print(f"[red]error:[/red] {name}: {e}")
+                    raise typer.Exit(2) from None
+                bar_task = bar.add_task(f"{name}", total=2 * len(prompts))
+                advance = lambda m, t=bar_task: bar.advance(t, m)  # noqa: E731
+                torch.manual_seed(seed)
+                greedy_texts, _ = sample_completions(
+                    engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance
+                )
+                texts, lengths = sample_completions(
+                    engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance
+                )
+                greedy = run_tests_on(rows, greedy_texts, style, ks=(1,))
+                sampled = run_tests_on(rows, texts, style, ks=ks)
+                results["models"][name] = {
+                    "greedy": greedy.pass_at[1],
+                    **{f"pass@{j}": sampled.pass_at[j] for j in ks},
+                    "mean_length": sum(lengths) / len(lengths),
+                }
+                per_problem.extend(_code_records(name, style, rows, greedy_texts, greedy, texts, sampled, k))
+    finally:
+        close()  # the sandbox pool's workers
+    return results, per_problem
+
+
+def _code_records(name, style, rows, greedy_texts, greedy, texts, sampled, k) -> list[dict]:
+    def outcome(text, rec) -> dict:
+        return {"completion": text, "passed": rec.passed, "status": rec.status, "error": rec.error}
+
+    out = []
+    for i, (row, problem) in enumerate(zip(rows, sampled.per_problem, strict=True)):
+        samples = sampled.records[i * k : (i + 1) * k]  # records are in (problem, sample) order
+        out.append(
+            {
+                "model": name,
+                "task_id": str(row["task_id"]),
+                "style": style,
+                "greedy": outcome(greedy_texts[i][0], greedy.records[i]),
+                **problem,  # n, c, pass@1, pass@k
+                "samples": [outcome(t, rec) for t, rec in zip(texts[i], samples, strict=True)],
+            }
+        )
+    return out
+
+
+def _print_table(results: dict, task: str, k: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    title = f"{results['data']} ({results['n']} problems, k={k}, T={results['temperature']}"
+    title += f", {results['style']})" if task == "code" else f", extract={results['extract']})"
+    table = Table(title=title)
+    metrics = ["greedy", "pass@1", f"pass@{k}"] if task == "code" else ["greedy", f"avg@{k}", f"maj@{k}", f"pass@{k}"]
+    metrics = list(dict.fromkeys(metrics))  # k = 1: pass@1 once
+    for col in ("model", *metrics, "mean length"):
         table.add_column(col)
     for name, e in results["models"].items():
-        table.add_row(
-            name,
-            f"{e['greedy']:.3f}",
-            f"{e[f'avg@{k}']:.3f}",
-            f"{e[f'maj@{k}']:.3f}",
-            f"{e[f'pass@{k}']:.3f}",
-            f"{e['mean_length']:.1f}",
-        )
+        table.add_row(name, *(f"{e[m]:.3f}" for m in metrics), f"{e['mean_length']:.1f}")
     out = Console()
     out.print(table)
     for key, value in results.items():
