@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import tiny_config
 from corl.checkpoint import CheckpointError
@@ -127,3 +128,41 @@ def test_a_full_disk_during_a_checkpoint_leaves_no_half_written_folder(tmp_path,
         trainer.train(on_step=fill)
     assert not list((disk / "run" / "checkpoints").glob(".tmp_step_*"))
     assert not list((disk / "run" / "checkpoints").glob("step_*"))
+
+
+# -- a completion cut at the budget --------------------------------------------------------------------
+
+
+def test_a_truncated_completion_has_no_answer_unless_kept(tmp_path, tiny_models, tiny_data):
+    from corl.data import Problem
+    from corl.rollout import Rollout
+
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, agents=1, cohort={"label_source": "self"})
+    trainer = CohortTrainer(validate_config(raw))
+    agent = trainer.agents[0]
+    eos = agent.tokenizer.eos_token_id
+    # one prompt, K = 2: sample 0 ends with EOS, sample 1 closed a \boxed{} and ran on to the budget
+    texts = ["\\boxed{3}", "\\boxed{2} and then"]
+    ids = [agent.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    width = max(len(ids[0]) + 1, len(ids[1]))
+    completion = torch.full((2, width), eos)
+    completion[0, : len(ids[0]) + 1] = torch.tensor([*ids[0], eos])
+    completion[1, : len(ids[1])] = torch.tensor(ids[1][:width])
+    mask = torch.zeros(2, width)
+    mask[0, : len(ids[0]) + 1] = 1
+    mask[1, :] = 1
+    rollout = Rollout(
+        input_ids=torch.cat([torch.full((2, 1), eos), completion], 1),
+        attention_mask=torch.cat([torch.ones(2, 1), mask], 1).long(),
+        completion_mask=mask,
+        sampling_logprobs=None,
+        texts=texts,
+        prompt_length=1,
+        num_samples=2,
+        eos_ids=(eos,),
+    )
+    assert rollout.truncated.tolist() == [False, True]
+    problems = [Problem("p", {"problem": "1+2"})]
+    assert trainer._answers(agent, rollout, problems, 2)[0].answers == ("3", None)  # the default: drop
+    trainer.cfg.cohort.truncated_answers = "keep"
+    assert trainer._answers(agent, rollout, problems, 2)[0].answers == ("3", "2")

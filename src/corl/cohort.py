@@ -383,12 +383,24 @@ class CohortTrainer:
 
     def _answers(self, agent: Agent, rollout: Rollout, problems: list[Problem], k: int) -> list[PromptAnswers]:
         """The task kind's answers for an agent's rollout (and for its EMA teacher's samples)."""
-        answers, keys = self.task.answers(rollout.texts, problems, k)
+        answers, keys = self._drop_truncated(rollout, *self.task.answers(rollout.texts, problems, k))
         if agent.teacher is None:
             return [PromptAnswers(a, key) for a, key in zip(answers, keys, strict=True)]
         teacher = agent.sample_teacher(problems, k, self.params)
-        t_answers, t_keys = self.task.answers(teacher.texts, problems, k)
+        t_answers, t_keys = self._drop_truncated(teacher, *self.task.answers(teacher.texts, problems, k))
         return [PromptAnswers(*row) for row in zip(answers, keys, t_answers, t_keys, strict=True)]
+
+    def _drop_truncated(self, rollout: Rollout, answers: list, keys: list) -> tuple[list, list]:
+        """cohort.truncated_answers drop: a completion cut at the budget has no answer (a
+        \\boxed{} it closed early may be a draft it would have revised), so it cannot vote or earn."""
+        if self.cfg.cohort.truncated_answers == "keep":
+            return answers, keys
+        cut = rollout.truncated.view(len(answers), -1).tolist()  # [B, K]
+        answers = [
+            tuple(None if c else a for a, c in zip(row, cuts, strict=True)) for row, cuts in zip(answers, cut, strict=True)
+        ]
+        keys = [tuple(None if c else key for key, c in zip(row, cuts, strict=True)) for row, cuts in zip(keys, cut, strict=True)]
+        return answers, keys
 
     def _diagnostics(self, table, labels, per_prompt, stats_by_process) -> dict[str, float]:
         rewards = [torch.tensor([r for r, _ in agent_rows]) for agent_rows in per_prompt]  # N x [B, K]

@@ -130,7 +130,14 @@ class CohortConfig(_Strict):
     seed: int = 0
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the rollouts.")
     top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: int = Field(512, ge=1, description="Completion budget; a truncated completion has no answer.")
+    max_new_tokens: int = Field(
+        512, ge=1, description="Completion budget; a truncated completion has no answer (see truncated_answers)."
+    )
+    truncated_answers: Literal["drop", "keep"] = Field(
+        "drop",
+        description="A completion that hit max_new_tokens without EOS: drop = it has no answer, so it neither votes nor "
+        "earns a reward (as TRL's mask_truncated_completions); keep = an answer it closed before the cut still counts.",
+    )
     min_agreement: float = Field(
         0.0, ge=0, le=1, description="A label needs at least this share of the teacher's K votes, else the prompt is unlabeled."
     )
