@@ -45,7 +45,6 @@ from corl.tasks.code_exec import behaviours_equal, code_answers_grouped, passes_
 from corl.tasks.registry import TaskSpec, register_task
 
 INPUT_FIELDS = ("code_entry_point", "code_public_inputs", "code_prefix", "code_setup")
-PROMPT_FIELDS = ("prompt_mbpp", "prompt_mbpp_instruct", "prompt_humaneval", "prompt_humaneval_instruct")
 LM_EVAL_SHOT_IDS = (2, 3, 4)  # lm-eval's mbpp few-shot samples (MBPP's prompt split)
 
 
