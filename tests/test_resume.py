@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import json
+
+import pytest
+import yaml
+
+from conftest import tiny_config
+from corl.checkpoint import CheckpointError
+from corl.cohort import CohortTrainer
+from corl.config import ConfigError, validate_config
 from corl.tracking import MetricsLog, read_metrics
 
 
@@ -36,3 +46,52 @@ def test_tensorboard_purges_from_the_first_redone_step(tmp_path):
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("train/a/loss")] == [(0, 0.0), (1, 1.0), (2, 20.0)]
+
+
+# -- the configuration a run started with, and checkpoints checked on load ------------------------------
+
+
+@pytest.fixture
+def one_step_run(tmp_path, tiny_models, tiny_data):
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 1}, logging={"tensorboard": False})
+    raw["data"].pop("val")
+    CohortTrainer(validate_config(raw)).train()
+    return raw, tmp_path / "run"
+
+
+def test_resume_refuses_a_changed_configuration_naming_each_key(one_step_run):
+    raw, run = one_step_run
+    changed = copy.deepcopy(raw)
+    changed["agents"][0]["lr"] = 0.5
+    changed["grpo"] = {"beta": 0.1}
+    changed["cohort"]["steps"] = 2  # allowed
+    with pytest.raises(ConfigError) as err:
+        CohortTrainer(validate_config(changed), resume=True)
+    message = str(err.value)
+    assert "cannot resume: the configuration differs" in message
+    assert "agents.0.lr: 0.001 -> 0.5" in message and "grpo.beta: 0.0 -> 0.1" in message
+    assert "cohort.steps" not in message.split("only")[0]
+    assert yaml.safe_load((run / "config.yaml").read_text())["agents"][0]["lr"] == 0.001  # the started config stays
+    # steps, logging and output paths may change
+    allowed = copy.deepcopy(raw)
+    allowed["cohort"]["steps"] = 2
+    allowed["logging"]["eval_every"] = 1
+    trainer = CohortTrainer(validate_config(allowed), resume=True)
+    assert trainer.start_step == 1
+    assert yaml.safe_load((run / "config.yaml").read_text())["cohort"]["steps"] == 1
+
+
+def test_a_corrupted_or_truncated_checkpoint_file_is_named(one_step_run):
+    raw, run = one_step_run
+    checkpoint = run / "checkpoints" / "step_000001"
+    listed = json.loads((checkpoint / "manifest.json").read_text())
+    assert {"state.pt", "agent0/model.safetensors", "agent1/trainer.pt"} <= set(listed)
+    weights = checkpoint / "agent1" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one flipped bit of a weight: the size is right, the content is not
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"step_000001: file agent1/model.safetensors is corrupted \(its sha256 differs"):
+        CohortTrainer(validate_config(raw), resume=True)
+    (checkpoint / "agent0" / "trainer.pt").write_bytes(b"cut")
+    with pytest.raises(CheckpointError, match=r"file agent0/trainer.pt is truncated or altered \(3 bytes, \d+ written\)"):
+        CohortTrainer(validate_config(raw), resume=True)

@@ -5,6 +5,7 @@ Layout of `RUN_DIR/checkpoints/step_000120/`:
     <agent>/trainer.pt  optimizer state
     state.pt            step, RNG states, loop state
     state.json          the same step, for people
+    manifest.json       every file's size and sha256, checked on resume
 A checkpoint is written to a hidden temporary folder and renamed into place, and
 `checkpoints/latest` is replaced atomically afterwards: an interruption at any moment
 leaves the previous checkpoint intact.
@@ -13,6 +14,7 @@ leaves the previous checkpoint intact.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import random
@@ -117,6 +119,8 @@ def save_checkpoint(
             (tmp / "state.json").write_text(
                 json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
             )
+        with _cleaned_up_on_failure(tmp, final):
+            _write_atomic(tmp / MANIFEST, json.dumps(manifest(tmp), indent=1))
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -156,6 +160,52 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
             return path
     candidates = sorted(p for p in root.glob("step_*") if (p / "state.pt").is_file())
     return candidates[-1] if candidates else None
+
+
+MANIFEST = "manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def manifest(folder: Path) -> dict[str, dict]:
+    """{relative path: {bytes, sha256}} of every file of a checkpoint folder."""
+    return {
+        str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+
+
+def verify_checkpoint(checkpoint: Path, parts: list[str] | None = None) -> None:
+    """Check the files of `checkpoint` (those under `parts`, plus its own state files)
+    against its manifest; a missing, truncated or altered file raises CheckpointError naming it."""
+    path = checkpoint / MANIFEST
+    if not path.is_file():
+        return  # written before manifests existed
+    expected = json.loads(path.read_text())
+    advice = f"resume from an earlier checkpoint: delete {checkpoint} (and fix checkpoints/latest)"
+    for name, entry in expected.items():
+        top = name.split("/", 1)[0]
+        if parts is not None and "/" in name and top not in parts:
+            continue  # another process's agent: it checks its own
+        file = checkpoint / name
+        if not file.is_file():
+            raise CheckpointError(f"checkpoint {checkpoint}: file {name} is missing; {advice}")
+        size = file.stat().st_size
+        if size != entry["bytes"]:
+            raise CheckpointError(
+                f"checkpoint {checkpoint}: file {name} is truncated or altered ({size} bytes, {entry['bytes']} written); {advice}"
+            )
+        if _sha256(file) != entry["sha256"]:
+            raise CheckpointError(
+                f"checkpoint {checkpoint}: file {name} is corrupted (its sha256 differs from the one written); {advice}"
+            )
 
 
 def checkpoint_step(checkpoint: Path) -> int:

@@ -43,8 +43,9 @@ from corl.checkpoint import (
     load_loop_state,
     save_checkpoint,
     set_rng_state,
+    verify_checkpoint,
 )
-from corl.config import ConfigError, RunConfig, dump_config
+from corl.config import ConfigError, RunConfig, check_resume_config, dump_config, load_config
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_accuracy
@@ -251,6 +252,11 @@ class CohortTrainer:
         checkpoint = latest_checkpoint(self.run_dir) if resume else None
         if resume and checkpoint is None:
             raise FileNotFoundError(f"no checkpoint to resume in {self.run_dir}/checkpoints")
+        if checkpoint is not None:
+            started = self.run_dir / "config.yaml"
+            if started.is_file():
+                check_resume_config(load_config(started), cfg, str(started))
+            verify_checkpoint(checkpoint, [cfg.agents[n].name for n in self.placement.agents])
         self.agents: dict[int, Agent] = {
             n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None, data_parallel)
             for n in self.placement.agents
@@ -280,7 +286,8 @@ class CohortTrainer:
         self.log = None
         if self.placement.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            dump_config(cfg, self.run_dir / "config.yaml")
+            if checkpoint is None:  # the configuration the run started with stays (resume compares with it)
+                dump_config(cfg, self.run_dir / "config.yaml")
             self.log = MetricsLog(self.run_dir, cfg.logging.tensorboard, resume_step=self.start_step if checkpoint else None)
 
     def _check_disk(self, checkpoint: Path | None) -> None:

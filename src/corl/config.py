@@ -400,5 +400,39 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
     return validate_config(apply_overrides(raw, overrides or []), str(path))
 
 
+# What may change when a run is resumed: how long it runs, what it logs and when it
+# validates or checkpoints, where it writes, how long ranks wait. Anything else (models,
+# data, the update rule) would silently make the resumed run another experiment.
+RESUME_MAY_CHANGE = ("cohort.steps", "logging.", "output_dir", "health.", "distributed.timeout_s")
+
+
+def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{"agents.0.lr": 1e-6, ...}: a nested config as dotted keys."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, child in items:
+        out.update(flat(child, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def check_resume_config(started: RunConfig, now: RunConfig, source: str) -> None:
+    """Refuse to resume with a configuration that differs from the one the run started with
+    in anything but RESUME_MAY_CHANGE; the message names every changed key."""
+    a, b = flat(started.model_dump(mode="json")), flat(now.model_dump(mode="json"))
+    changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and not k.startswith(RESUME_MAY_CHANGE))
+    if changed:
+        lines = "\n".join(f"  {k}: {a.get(k)!r} -> {b.get(k)!r}" for k in changed)
+        raise ConfigError(
+            f"cannot resume: the configuration differs from the one the run started with ({source}):\n{lines}\n"
+            f"only {', '.join(k.rstrip('.') + ('.*' if k.endswith('.') else '') for k in RESUME_MAY_CHANGE)} may change; "
+            "start a new run (another output_dir) to change the rest"
+        )
+
+
 def dump_config(cfg: RunConfig, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
