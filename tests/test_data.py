@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from corl.data import DataError, PromptTemplate, batch_indices, build_problems, load_rows
+from corl.data import DataError, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 
 ROWS = [{"id": "a", "problem": "1+1", "answer": "2"}, {"id": "b", "problem": "2+2", "answer": "4"}]
 
@@ -73,3 +73,11 @@ def test_the_embedded_task_is_a_data_source():
     assert load_rows("tiny:test:20") == rows
     with pytest.raises(DataError, match="tiny:<split>"):
         load_rows("tiny:nope")
+
+
+def test_another_wording_keeps_the_task_inputs():
+    problems, _ = build_problems(ROWS, "x", ["problem"], input_fields=["problem"])
+    worded = attach_wording(
+        problems, [{"id": r["id"], "alt": "other " + r["problem"]} for r in ROWS], "alt.jsonl", "alt", "alt.jsonl#alt"
+    )
+    assert [p.inputs for p in worded] == [p.inputs for p in problems] and problems[0].inputs

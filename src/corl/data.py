@@ -207,7 +207,9 @@ def attach_wording(
     out = []
     for p in problems:
         i, row = by_id[p.id]
-        out.append(Problem(id=p.id, texts={**p.texts, key: _field(row, field, source, i, "agents[].prompt_field")}))
+        out.append(
+            Problem(id=p.id, texts={**p.texts, key: _field(row, field, source, i, "agents[].prompt_field")}, inputs=p.inputs)
+        )
     return out
 
 
