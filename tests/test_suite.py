@@ -165,13 +165,14 @@ GPQA_ROWS = [
 ]
 
 
-def _args(models, out: Path, gpqa: Path) -> list[str]:
+def _args(models, out: Path, files: dict) -> list[str]:
     ckpts = [str(models["llama-char"]), str(models["qwen2-bpe"])]
-    opts = ["--suite", SUITE, "--out", str(out), "--data", f"gpqa={gpqa}", "--data-root", str(SHARED_DATA)]
-    return ckpts + opts + ["--limit", "2", "--max-tokens", "12", "--engine", "hf", "--bootstrap", "200"]
+    opts = ["--suite", SUITE, "--out", str(out), "--data-root", str(SHARED_DATA)]
+    opts += ["--data", f"gpqa={files['gpqa']}", "--data", f"amc23={files['math']}"]
+    return ckpts + opts + ["--limit", "3", "--max-tokens", "16", "--engine", "hf", "--bootstrap", "200"]
 
 
-def _run_inprocess(models, out: Path, gpqa: Path):
+def _run_inprocess(models, out: Path, files: dict):
     """The command as a Python call (as `corl eval --suite` will make it): returns the SuiteOutcome."""
     from corl.cli.suite import suite_command
 
@@ -179,26 +180,33 @@ def _run_inprocess(models, out: Path, gpqa: Path):
         checkpoints=[str(models["llama-char"]), str(models["qwen2-bpe"])],
         suite=SUITE,
         out=out,
-        data=[f"gpqa={gpqa}"],
+        data=[f"gpqa={files['gpqa']}", f"amc23={files['math']}"],
         data_root=SHARED_DATA,
-        limit=2,
-        max_tokens=12,
+        limit=3,
+        max_tokens=16,
         engine="hf",
         bootstrap=200,
     )
 
 
 @pytest.fixture(scope="module")
-def gpqa_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("gpqa") / "gpqa.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in GPQA_ROWS))
-    return path
+def local_files(tmp_path_factory) -> dict[str, Path]:
+    """A GPQA file in both accepted forms, and a math file in the AMC slot: the tiny task's problems
+    whose answers are digits 0-3, which the format-trained tiny models get right by chance (AMC
+    itself they never solve, and an all-zero table could not tell a resumed run from another)."""
+    from corl.tiny.task import make_split
+
+    root = tmp_path_factory.mktemp("local")
+    (root / "gpqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GPQA_ROWS))
+    rows = [r for r in make_split("test", 12, seed=0) if r["answer"] in ("0", "1", "2", "3")][:3]
+    (root / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"gpqa": root / "gpqa.jsonl", "math": root / "math.jsonl"}
 
 
 @pytest.fixture(scope="module")
-def full_run(tiny_models, gpqa_file, tmp_path_factory):
+def full_run(tiny_models, local_files, tmp_path_factory):
     out = tmp_path_factory.mktemp("suite") / "full"
-    return out, _run_inprocess(tiny_models, out, gpqa_file)
+    return out, _run_inprocess(tiny_models, out, local_files)
 
 
 def _figures(results: dict) -> dict:
@@ -219,7 +227,7 @@ def test_reduced_suite_end_to_end(full_run, tiny_models):
         for name, k in (("amc23", 8), ("humaneval", 1), ("gpqa", 1)):
             fig = row[name]
             lo, hi = fig["ci95"]
-            assert fig["status"] == "ok" and fig["n"] in (2, 3) and lo <= fig["value"] <= hi and fig["k"] == k
+            assert fig["status"] == "ok" and fig["n"] == 3 and lo <= fig["value"] <= hi and fig["k"] == k
             cell = json.loads(cell_paths(out, ckpt, name)[0].read_text())
             records = [json.loads(line) for line in cell_paths(out, ckpt, name)[1].read_text().splitlines()]
             assert len(records) == fig["n"] * 3  # one line per (problem, seed): 3 seeds each
@@ -240,6 +248,8 @@ def test_reduced_suite_end_to_end(full_run, tiny_models):
         if "lcb" in SUITE:
             assert row["lcb"]["status"] == "not run" and "lcb_runner is not installed" in row["lcb"]["reason"]
             assert row["average"]["over"] == 3 and row["average"]["of"] == 4
+    amc = [res["models"][c]["amc23"] for c in ckpts]
+    assert any(a["value"] > 0 for a in amc) and any(a["ci95"][1] > a["ci95"][0] for a in amc)  # not a trivial table
     # the pooled vote: maj@16 over the 8 + 8 AMC samples, recomputed from the records
     pooled = res["pooled"]["amc23"]
     assert pooled["metric"] == "maj@16" and res["pooled"]["humaneval"]["status"] == "n/a"
@@ -260,19 +270,19 @@ def test_reduced_suite_end_to_end(full_run, tiny_models):
 
 
 @needs_data
-def test_a_finished_suite_is_not_recomputed(full_run, tiny_models, gpqa_file):
+def test_a_finished_suite_is_not_recomputed(full_run, tiny_models, local_files):
     out, first = full_run
     stamps = {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("*.json*")}
-    again = _run_inprocess(tiny_models, out, gpqa_file)
+    again = _run_inprocess(tiny_models, out, local_files)
     assert again.computed == [] and again.generate_calls == 0 and len(again.reused) == 6
     assert {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("*.json*")} == stamps
     assert _figures(again.results) == _figures(first.results)
 
 
 @needs_data
-def test_kill_and_resume_equals_the_uninterrupted_run(full_run, tiny_models, gpqa_file, tmp_path):
+def test_kill_and_resume_equals_the_uninterrupted_run(full_run, tiny_models, local_files, tmp_path):
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "corl", "suite", *_args(tiny_models, out, gpqa_file)]
+    cmd = [sys.executable, "-m", "corl", "suite", *_args(tiny_models, out, local_files)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
     first = cell_paths(out, str(tiny_models["llama-char"]), "amc23")[0]
     deadline = time.time() + 120
@@ -283,7 +293,7 @@ def test_kill_and_resume_equals_the_uninterrupted_run(full_run, tiny_models, gpq
     assert first.exists(), proc.stderr.read().decode()[-2000:]
     done = {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("*.json")}
     assert 1 <= len(done) < 6, "the kill came after the whole suite: nothing left to resume"
-    resumed = _run_inprocess(tiny_models, out, gpqa_file)
+    resumed = _run_inprocess(tiny_models, out, local_files)
     assert len(resumed.reused) == len(done) and len(resumed.computed) == 6 - len(done)
     assert all(p.stat().st_mtime_ns == t for p, t in done.items())  # finished cells were not rewritten
     assert _figures(resumed.results) == _figures(full_run[1].results)

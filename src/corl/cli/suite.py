@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -75,7 +76,7 @@ def suite_command(
     if as_json:
         print(json.dumps(outcome.results))
     else:
-        Console().print((Path(out) / "results.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+        sys.stdout.write((Path(out) / "results.md").read_text(encoding="utf-8"))  # plain: rich would wrap the table
     return outcome  # a corl.suite.SuiteOutcome, for callers in Python (typer ignores it)
 
 
