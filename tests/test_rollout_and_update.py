@@ -1,16 +1,19 @@
 """The HF rollout engine and one agent's GRPO update, on tiny models of two families."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
 
+import corl.agent as agent_module
 from corl.agent import Agent, sequence_logprobs
 from corl.config import AgentConfig, GRPOConfig
 from corl.data import Problem, PromptTemplate
-from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages
+from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, token_logprobs
 from corl.models import load_policy
 from corl.rollout import HFGenerateEngine, SamplingParams, completion_mask_from
+from corl.rollout.base import pad_right
 
 PROMPTS = ["3+4=?\n", "12*3-5=?\n", "7=?\n"]
 
@@ -111,3 +114,87 @@ def test_kl_to_reference_and_several_passes(tiny_models):
     assert stats.optimizer_steps == 2 and stats.active_sequences == 12  # KL needs every sequence
     assert stats.kl > 0  # the second pass moved away from the reference
     assert make_agent(tiny_models["llama-char"]).reference is None  # beta = 0 loads no reference
+
+
+# -- memory and padding (issue 19): the chunked head and the length buckets change no number
+
+
+def full_logprobs(model, r, temperature=1.0):
+    """The reference computation: every position's logits, then the completion's slice. [N, C]"""
+    pos = (r.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=r.input_ids, attention_mask=r.attention_mask, position_ids=pos).logits
+    return token_logprobs(logits[:, r.prompt_length - 1 : -1], r.completion_ids, temperature)
+
+
+def with_lengths(r, lengths):
+    """The rollout with completion i cut to lengths[i] tokens (the rest padding), so that
+    the length buckets have something to trim."""
+    width = max(lengths)  # generation may have stopped earlier: pad the completions out to it
+    keep = (torch.arange(width) < torch.tensor(lengths).unsqueeze(1)).long()  # [N, width]
+    ids = torch.where(keep.bool(), pad_right(r.completion_ids, width, 0), torch.full_like(keep, 0))
+    return dataclasses.replace(
+        r,
+        input_ids=torch.cat([r.input_ids[:, : r.prompt_length], ids], 1),
+        attention_mask=torch.cat([r.attention_mask[:, : r.prompt_length], keep], 1),
+        completion_mask=keep,
+        sampling_logprobs=pad_right(r.sampling_logprobs, width, 0.0) * keep,
+    )
+
+
+@pytest.mark.parametrize("family", ["llama-char", "qwen2-bpe"])
+@pytest.mark.parametrize("path", ["chunked head", "plain forward"])
+def test_sequence_logprobs_equal_the_full_logits(tiny_models, family, path, monkeypatch):
+    model, _ = load_policy(str(tiny_models[family]))
+    agent = make_agent(tiny_models[family])
+    r = rollout_of(agent)
+    monkeypatch.setattr(agent_module, "LOGIT_CHUNK_ELEMENTS", 1)  # one position per chunk
+    if path == "plain forward":  # a model type the chunked head does not know
+        monkeypatch.setattr(agent_module, "PLAIN_HEAD_MODEL_TYPES", frozenset())
+    rows = torch.arange(12)
+    with torch.no_grad():
+        expected = full_logprobs(agent.model, r, 0.7)
+        torch.testing.assert_close(sequence_logprobs(agent.model, r, rows, 0.7), expected, atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            sequence_logprobs(agent.model, r, rows[3:7], 0.7, width=5), expected[3:7, :5], atol=1e-5, rtol=0
+        )
+
+
+def test_logit_rewards_equal_the_reward_of_full_logits(tiny_models, monkeypatch):
+    from corl.rewards.intrinsic import entropy_rewards
+
+    agent = make_agent(tiny_models["qwen2-bpe"])
+    r = rollout_of(agent)
+    pos = (r.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        logits = agent.model(input_ids=r.input_ids, attention_mask=r.attention_mask, position_ids=pos).logits
+    expected = entropy_rewards(logits[:, r.prompt_length - 1 : -1] / 0.7, r.completion_mask).view(3, 4)
+    monkeypatch.setattr(agent_module, "LOGIT_CHUNK_ELEMENTS", 1)  # one sequence's logits at a time
+    torch.testing.assert_close(agent.logit_rewards(r, entropy_rewards, 0.7, batch=5), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["grpo", "bnpo"])
+def test_length_buckets_and_chunked_head_keep_the_full_batch_step(tiny_models, mode, monkeypatch):
+    """Minibatches of sequences sorted by length, each trimmed to its own longest, and the
+    head applied one position at a time: still minus the full-batch gradient, and the
+    model is never fed a minibatch's padding beyond its longest completion."""
+    agent = make_agent(tiny_models["qwen2-bpe"], loss_aggregation=mode, minibatch_size=3)
+    lengths = [8, 2, 5, 3, 1, 1, 1, 1, 7, 2, 6, 4]  # group 1 (rows 4-7) has no signal
+    r = with_lengths(rollout_of(agent), lengths)
+    reference = copy.deepcopy(agent.model)
+    adv = group_advantages(REWARDS).flatten()
+    lp = full_logprobs(reference, r)
+    per_token, _ = clipped_policy_loss(lp, lp.detach(), adv)
+    aggregate_loss(per_token, r.completion_mask, mode).backward()
+    expected = -torch.cat([p.grad.flatten() for p in reference.parameters()])
+
+    widths = []
+    agent.model.register_forward_pre_hook(lambda mod, args, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    monkeypatch.setattr(agent_module, "LOGIT_CHUNK_ELEMENTS", 1)
+    agent.optimizer = torch.optim.SGD(agent.model.parameters(), lr=1.0)
+    before = params_of(agent.model)
+    stats = agent.update(r, REWARDS, SAMPLING)
+    assert stats.active_sequences == 8 and stats.optimizer_steps == 1
+    assert torch.allclose(params_of(agent.model) - before, expected, atol=1e-5, rtol=1e-3)
+    # active lengths sorted, in minibatches of 3: 2 2 3 | 4 5 6 | 7 8 -> each trimmed to 3, 6, 8
+    # (the model's input stops before the last completion token: P + width - 1 columns)
+    assert widths == [r.prompt_length + w - 1 for w in (3, 6, 8)]

@@ -53,6 +53,44 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
     return chosen - torch.logsumexp(logits, dim=-1)
 
 
+def chunked_token_logprobs(
+    hidden: torch.Tensor, head, tokens: torch.Tensor, temperature: float = 1.0, chunk: int | None = None
+) -> torch.Tensor:
+    """`token_logprobs(head(hidden), tokens, temperature)` without holding [N, T, V] logits.
+
+    At a 151k vocabulary the logits of 128 sequences x 512 tokens are 40 GB in float32;
+    the hidden states they come from are a few hundred MB. The output projection is
+    therefore applied `chunk` positions at a time, and with autograd on each chunk is
+    checkpointed: its logits are freed after the forward and recomputed, one chunk at a
+    time, in the backward. Peak memory is O(N * chunk * V); the price is one extra
+    output-projection forward per chunk in the backward.
+
+    Args:
+        hidden: [N, T, H] final hidden states; position t predicts tokens[:, t].
+        head: the output projection, [..., H] -> [..., V] (a model's lm_head).
+        tokens: [N, T] token ids.
+        temperature: as in `token_logprobs`.
+        chunk: positions per chunk; None (or >= T) computes all at once, exactly `token_logprobs`.
+    Returns:
+        [N, T] log-probs.
+    """
+
+    def piece(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # [N, c, H], [N, c] -> [N, c]
+        return token_logprobs(head(h), t, temperature)
+
+    width = hidden.shape[1]
+    if chunk is None or chunk >= width:
+        return piece(hidden, tokens)
+    from torch.utils.checkpoint import checkpoint
+
+    recompute = torch.is_grad_enabled()  # without autograd nothing is kept past a chunk anyway
+    out = []
+    for start in range(0, width, chunk):
+        h, t = hidden[:, start : start + chunk], tokens[:, start : start + chunk]  # [N, c, H], [N, c]
+        out.append(checkpoint(piece, h, t, use_reentrant=False) if recompute else piece(h, t))
+    return torch.cat(out, dim=1)
+
+
 def clipped_policy_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
