@@ -306,3 +306,18 @@ def test_a_stuck_rank_fails_the_run_by_name_within_the_timeout(tmp_path, tiny_mo
     assert "agent1" in failure["error"] and failure["where"] == "step 1"
     assert [r["step"] for r in read_metrics(tmp_path / "world", "train")] == [0]
     assert elapsed < 150, f"took {elapsed:.0f} s"  # start-up + step 0 + the timeout, not a hang
+
+
+@pytest.mark.slow
+def test_a_killed_rank_is_named_by_the_survivor(tmp_path, tiny_models, tiny_data):
+    """agent1's rank is SIGKILLed before step 1 (it writes nothing); rank 0 names it in
+    failure.json by its stopped heartbeat."""
+    raw = raw_config(tmp_path, tiny_models, tiny_data, agents=2)
+    raw["cohort"]["steps"] = 3
+    proc, _ = torchrun(tmp_path, raw, "world", env={"CORL_TEST_FAULT": "agent1:kill:1"}, timeout=240)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    failure = json.loads((tmp_path / "world" / "failure.json").read_text())
+    assert failure["rank"] == 0, failure
+    assert failure["missing"] == [{"rank": 1, "agents": ["agent1"]}], failure
+    assert "rank 1 (agent1) stopped answering" in failure["error"]

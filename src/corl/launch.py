@@ -106,6 +106,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     heartbeat = Heartbeat(store, rank, cfg.distributed.timeout_s, layout)
+    heartbeat.start_beating()
     previous_handler = signal.signal(signal.SIGTERM, _stopped_by_launcher)
     try:
         # Objects travel over gloo: NCCL would move every pickled table through the GPU.
@@ -176,11 +177,19 @@ def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbe
     else:
         message = f"{type(err).__name__}: {err}"
     me = layout.describe([rank])
+    missing = list(getattr(err, "missing", []))
+    if not missing:
+        # A peer that was SIGKILLed (or OOM-killed) wrote nothing and broke the collective (or
+        # made torchrun stop this rank): name it by its heartbeat, which has stopped.
+        dead = heartbeat.stopped_ranks()
+        if dead:
+            missing = dead
+            message = f"{message}; {layout.describe(dead)} stopped answering (no heartbeat): it has probably died (killed, out of memory?)"
     record = {
         "rank": rank,
         "agents": [layout.names[n] for n in layout.hosts[rank]],
         "error": message,
-        "missing": [{"rank": r, "agents": [layout.names[n] for n in layout.hosts[r]]} for r in getattr(err, "missing", [])],
+        "missing": [{"rank": r, "agents": [layout.names[n] for n in layout.hosts[r]]} for r in missing],
         "where": heartbeat.context,
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -204,7 +213,7 @@ def _injected_fault(cfg: RunConfig, placement) -> Callable[[int], None] | None:
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return None
-    name, mode, at = spec.split(":")
+    name, mode, at = spec.split(":")  # mode: hang, exit (status 17) or kill (SIGKILL: no cleanup at all)
     names = [a.name for a in cfg.agents]
     if names.index(name) not in placement.agents or placement.dp_rank != 0:
         return None
@@ -215,6 +224,8 @@ def _injected_fault(cfg: RunConfig, placement) -> Callable[[int], None] | None:
         if mode == "hang":
             while True:
                 time.sleep(3600)
+        if mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
         os._exit(17)
 
     return fault

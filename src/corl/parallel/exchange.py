@@ -109,6 +109,39 @@ class Heartbeat:
             self.store.delete_key(self._last_key[group])
         self._last_key[group] = prefix + str(self.rank)
 
+    # -- liveness: who stopped answering -----------------------------------------------------
+    BEAT_S = 0.5  # a live rank's counter advances this often (a daemon thread: also while it computes)
+
+    def start_beating(self) -> None:
+        """Advance this rank's liveness counter in the store every BEAT_S until the process ends,
+        so that after a failure the survivors can tell which peer is gone (a SIGKILLed or
+        OOM-killed rank writes nothing, and torchrun's SIGTERM names nobody)."""
+        import threading
+
+        def beat() -> None:
+            while True:
+                try:
+                    self.store.add(f"alive/{self.rank}", 1)  # the TCPStore client serializes its calls
+                except Exception:  # the store is gone (the launcher stopped): nothing left to tell
+                    return
+                time.sleep(self.BEAT_S)
+
+        threading.Thread(target=beat, name="corl-heartbeat", daemon=True).start()
+        self._beating = True
+
+    def stopped_ranks(self, wait_s: float | None = None) -> list[int]:
+        """The other ranks whose liveness counter did not advance within `wait_s` (default 4
+        beats): dead, or stuck outside Python. Empty when this rank does not beat."""
+        if not getattr(self, "_beating", False):
+            return []
+        others = [r for r in range(self.layout.world) if r != self.rank]
+        try:
+            first = {r: self.store.add(f"alive/{r}", 0) for r in others}
+            time.sleep(wait_s if wait_s is not None else 4 * self.BEAT_S)
+            return [r for r in others if self.store.add(f"alive/{r}", 0) == first[r]]
+        except Exception:  # the store is gone: no one can be named
+            return []
+
     def publish(self, record: dict) -> None:
         """Tell every other rank that this one failed (the first published failure stays)."""
         with contextlib.suppress(RuntimeError):  # the store itself is gone: nothing to tell anyone
