@@ -1,0 +1,39 @@
+"""Vision-language agents (paper: VLMs trained with Co-RL on image math problems), standalone parts.
+
+    corl.vision.families    tiny random Qwen2-VL-style and LLaVA/SigLIP-style models + processors, built offline
+    corl.vision.processing  load_processor (AutoProcessor, or Qwen2-VL's image-only processor without torchvision)
+    corl.vision.inputs      load_image, chat_prompt, build_inputs -> VisionInputs (select / repeat / model_kwargs)
+    corl.vision.logprobs    vision_sequence_logprobs (the update's forward), generate_with_images
+    corl.vision.task        a synthetic image task (a number drawn in an image, arithmetic in the text)
+    corl.vision.pretrain    supervised pretraining of the tiny VL families on that task
+    corl.vision.datasets    local loaders for open-r1 multimodal, MMR1, MathVista, MathVerse, MathVision, We-Math
+
+How these plug into the trainer: docs/vision.md. Submodules are imported on use.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "VL_FAMILIES": "families",
+    "VLFamilySpec": "families",
+    "build_vl_family": "families",
+    "load_vl": "families",
+    "save_vl": "families",
+    "load_processor": "processing",
+    "VisionInputs": "inputs",
+    "build_inputs": "inputs",
+    "chat_prompt": "inputs",
+    "load_image": "inputs",
+    "vision_sequence_logprobs": "logprobs",
+    "generate_with_images": "logprobs",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"corl.vision.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'corl.vision' has no attribute {name!r}")

@@ -1,0 +1,139 @@
+"""A synthetic image task: a number drawn in an image, arithmetic on it asked in the text.
+
+Each problem shows a number x (10-99 at difficulty 1, 100-999 at 2) drawn with PIL on a
+canvas of random size, position and colours, and asks about it in the text:
+
+    read    image "47", text "x=?"      x=47. \\boxed{47}
+    plus    image "47", text "x+8=?"    x=47. 47+8=55. \\boxed{55}
+    minus   image "47", text "x-5=?"    x=47. 47-5=42. \\boxed{42}
+
+so the answer is hidden from a text-only reader. Splits are disjoint by the problem's key
+(kind, x, operand), hashed like `corl.tiny.task` (20% test, 10% validation, 70% train),
+and rows of a split are drawn from a `random.Random` seeded by (seed, split, difficulty):
+the same list, images included, on every machine with the same Pillow.
+
+Rows: {"id", "problem", "answer", "image" (PIL), "solution", "type", "source": "vtiny"};
+`write_task` stores a split in the local dataset layout of `corl.vision.datasets`
+(a JSONL next to an images/ folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from itertools import islice
+from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFont
+
+from corl.tiny.task import SPLIT_SHARES, SPLITS, boxed
+
+TYPES = ("read", "plus", "minus")
+SOURCE = "vtiny"
+FONT_SIZE = 22  # px: a digit spans ~2 patches of 8 px, readable by the tiny towers
+
+
+@lru_cache(maxsize=4)
+def _font(size: int) -> ImageFont.ImageFont:
+    # Pillow's bundled font: no system fonts needed; scalable when FreeType is present.
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1: bitmap font only
+        return ImageFont.load_default()
+
+
+def render_number(text: str, rng: random.Random) -> Image.Image:
+    """`text` drawn at a random place on a canvas of random size and colours (deterministic in rng)."""
+    font = _font(FONT_SIZE)
+    left, top, right, bottom = font.getbbox(text)
+    w, h = right - left, bottom - top
+    width, height = rng.randint(w + 8, w + 40), rng.randint(h + 8, h + 24)
+    background = tuple(rng.randint(200, 255) for _ in range(3))
+    ink = tuple(rng.randint(0, 80) for _ in range(3))
+    image = Image.new("RGB", (width, height), background)
+    x, y = rng.randint(2, width - w - 2), rng.randint(2, height - h - 2)
+    ImageDraw.Draw(image).text((x - left, y - top), text, fill=ink, font=font)
+    return image
+
+
+def split_of(key: str) -> str:
+    h = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") / 2**64
+    if h < SPLIT_SHARES["test"]:
+        return "test"
+    if h < SPLIT_SHARES["test"] + SPLIT_SHARES["validation"]:
+        return "validation"
+    return "train"
+
+
+def _problem(rng: random.Random, kind: str, difficulty: int) -> tuple[int, str, list[str], int]:
+    lo, hi = {1: (10, 99), 2: (100, 999)}[difficulty]
+    x = rng.randint(lo, hi)
+    if kind == "read":
+        return x, "x=?", [f"x={x}."], x
+    b = rng.randint(1, 9)
+    if kind == "plus":
+        return x, f"x+{b}=?", [f"x={x}.", f"{x}+{b}={x + b}."], x + b
+    return x, f"x-{b}=?", [f"x={x}.", f"{x}-{b}={x - b}."], x - b
+
+
+def iter_problems(split: str, seed: int = 0, difficulty: int = 1, types: Sequence[str] = TYPES) -> Iterator[dict]:
+    """An endless seeded stream of `split` rows (repeats possible)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    if difficulty not in (1, 2):
+        raise ValueError(f"difficulty must be 1 or 2, got {difficulty!r}")
+    unknown = [t for t in types if t not in TYPES]
+    if unknown or not types:
+        raise ValueError(f"unknown problem type(s) {unknown or types}; choose from {', '.join(TYPES)}")
+    rng = random.Random(f"corl-vtiny/{seed}/{split}/{difficulty}")
+    i = 0
+    while True:
+        kind = rng.choice(list(types))
+        x, problem, steps, value = _problem(rng, kind, difficulty)
+        image_rng = random.Random(rng.random())  # rendering draws from its own stream: text rows don't depend on it
+        if split_of(f"{kind}/{x}/{problem}") != split:
+            continue
+        yield {
+            "id": f"{SOURCE}/{split}/{i}",
+            "problem": problem,
+            "answer": str(value),
+            "image": render_number(str(x), image_rng),
+            "solution": " ".join([*steps, boxed(str(value))]),
+            "type": kind,
+            "source": SOURCE,
+        }
+        i += 1
+
+
+def make_split(split: str, n: int, seed: int = 0, difficulty: int = 1, types: Sequence[str] = TYPES) -> list[dict]:
+    """`n` rows of `split` with distinct (problem, image number), deterministic in the arguments."""
+    rows, seen = [], set()
+    for row in iter_problems(split, seed, difficulty, types):
+        key = (row["problem"], row["solution"].split(".")[0])  # text + "x=<number>"
+        if key in seen:
+            continue
+        seen.add(key)
+        rows.append({**row, "id": f"{SOURCE}/{split}/{len(rows)}"})
+        if len(rows) == n:
+            return rows
+    raise AssertionError("unreachable: the stream is endless")
+
+
+def bpe_corpus(rows: int = 3000) -> list[str]:
+    """Texts a BPE tokenizer for this task trains on (prompt text + solution; fixed seed)."""
+    return [row["problem"] + "\n" + row["solution"] for row in islice(iter_problems("train", seed=1), rows)]
+
+
+def write_task(rows: Sequence[dict], path: str | Path) -> Path:
+    """Rows as a JSONL with images saved as PNGs under `images/` beside it (paths relative to the file)."""
+    path = Path(path)
+    (path.parent / "images").mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            name = f"images/{row['id'].replace('/', '_')}.png"
+            row["image"].save(path.parent / name)
+            f.write(json.dumps({**{k: v for k, v in row.items() if k != "image"}, "image": name}) + "\n")
+    return path
