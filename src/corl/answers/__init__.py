@@ -8,6 +8,8 @@
   structure, exact numbers and the fast reader (`reader`), then math-verify in a pebble
   pool with a deadline per call (`symbolic`).
 * `grade(completion_text, gold)`: the reward of one completion.
+* `extract_choice`, `choice_key`, `grade_choice` (`choice`): the same for multiple-choice
+  questions, where a letter and its option's value are one answer.
 
 The rules where graders disagree (order, repeats, rounding, percent, units, named values)
 are in `conventions`, in one place.
@@ -15,6 +17,7 @@ are in `conventions`, in one place.
 
 from __future__ import annotations
 
+from corl.answers.choice import choice_key, extract_choice, grade_choice, option_letter
 from corl.answers.equivalence import answer_part, is_equivalent
 from corl.answers.extract import EXTRACTION_MODES, extract_answer
 from corl.answers.keys import MAX_ANSWER_CHARS, answer_key
@@ -36,7 +39,11 @@ __all__ = [
     "POOL",
     "WORKER_STARTUP_S",
     "answer_key",
+    "choice_key",
     "extract_answer",
+    "extract_choice",
     "grade",
+    "grade_choice",
     "is_equivalent",
+    "option_letter",
 ]
