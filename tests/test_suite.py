@@ -40,6 +40,12 @@ def test_paper_text_is_the_papers_table_1_protocol():
     assert SUITES["code"] == ("humaneval", "mbpp")
 
 
+def test_the_docs_carry_the_protocol_table_of_the_code():
+    from corl.suite.protocol import protocol_markdown
+
+    assert protocol_markdown() in (ROOT / "docs" / "evaluation.md").read_text()
+
+
 def test_suite_and_data_errors_name_the_option():
     with pytest.raises(ProtocolError, match="unknown benchmark.*nope"):
         resolve_suite("amc23,nope")
@@ -51,6 +57,24 @@ def test_suite_and_data_errors_name_the_option():
     assert parse_data_overrides(["mbpp=/d/m.jsonl"], benches) == {"mbpp": "/d/m.jsonl"}
 
 
+def test_cli_refuses_bad_options_before_loading_anything(tmp_path):
+    from typer.testing import CliRunner
+
+    from corl.cli import app
+
+    def run(*args):
+        result = CliRunner().invoke(app, ["suite", *args, "--out", str(tmp_path / "o")])
+        return result.exit_code, " ".join(result.output.split())  # unwrapped
+
+    code, text = run(str(tmp_path / "no-such-ckpt"), "--suite", "code")
+    assert code == 2 and "no-such-ckpt' not found" in text
+    code, text = run("tiny:llama", "--suite", "code", "--data", f"mbpp={tmp_path / 'missing.jsonl'}")
+    assert code == 2 and "--data mbpp=" in text and "missing.jsonl not found" in text
+    code, text = run("tiny:llama", "--suite", "code", "--seeds", "0,x")
+    assert code == 2 and "--seeds '0,x'" in text
+    assert not (tmp_path / "o").exists()  # refused before any cell
+
+
 def test_fingerprint_changes_with_what_changes_numbers_only():
     import dataclasses
 
@@ -58,6 +82,7 @@ def test_fingerprint_changes_with_what_changes_numbers_only():
     assert dataclasses.replace(b, note="other words").fingerprint() == b.fingerprint()
     assert dataclasses.replace(b, limit=2).fingerprint() != b.fingerprint()
     assert dataclasses.replace(b, temperature=1.0).fingerprint() != b.fingerprint()
+    assert dataclasses.replace(b, data_sha="0" * 16).fingerprint() != b.fingerprint()  # an edited data file
 
 
 # -- the bootstrap ---------------------------------------------------------------------------------
@@ -266,7 +291,7 @@ def test_reduced_suite_end_to_end(full_run, tiny_models):
     )
     assert f"| `{ckpts[0]}` |" in table and "| pooled maj@(k x 2) |" in table and "bootstrap seed 0" in table
     if "lcb" in SUITE:
-        assert "not run (1)" in table and "(1) lcb_runner is not installed" in table
+        assert "not run (1)" in table and "- (1) lcb_runner is not installed" in table
 
 
 @needs_data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -38,24 +39,32 @@ def suite_command(
     interval, per-problem records per cell, and a pooled maj@k row; an interrupted run resumes."""
     from rich.console import Console
 
+    from corl.models import check_model_source
     from corl.suite import ProtocolError, default_data_root, effective, parse_data_overrides, resolve_suite, run_suite
 
-    suite, out, data, data_root, limit = map(_plain, (suite, out, data, data_root, limit))
+    checkpoints, suite, out, data, data_root, limit = map(_plain, (checkpoints, suite, out, data, data_root, limit))
     engine, seeds, bootstrap, bootstrap_seed = map(_plain, (engine, seeds, bootstrap, bootstrap_seed))
     max_tokens, chat, batch_prompts, as_json = map(_plain, (max_tokens, chat, batch_prompts, as_json))
     err = Console(stderr=True)
     try:
         benches = resolve_suite(suite)
         overrides = parse_data_overrides(list(data or []), benches)
-        seed_list = tuple(int(s) for s in seeds.split(",") if s.strip()) if seeds else None
+        try:
+            seed_list = tuple(int(s) for s in seeds.split(",") if s.strip()) if seeds else None
+        except ValueError:
+            raise ProtocolError(f"--seeds {seeds!r}: expected integers joined by commas, e.g. 0,1,2") from None
         if engine not in ("auto", "hf", "vllm"):
             raise ProtocolError(f"--engine {engine!r}: choose auto, hf or vllm")
+        if engine == "vllm" and importlib.util.find_spec("vllm") is None:
+            raise ProtocolError("--engine vllm: vLLM is not installed (pip install 'corl[vllm]'), or use --engine hf")
+        for c in checkpoints:  # fail in milliseconds on a wrong path, before any model loads
+            check_model_source(c, f"checkpoint {c!r}")
         root = Path(data_root) if data_root else default_data_root()
         benches = effective(benches, root, overrides, limit, seed_list, max_tokens, chat)
         for b in benches:  # a file named on the command line must exist: a typo is not a "not run"
             if b.name in overrides and b.data.startswith("/") and not Path(b.data).is_file():
                 raise ProtocolError(f"--data {b.name}={overrides[b.name]}: file {b.data} not found")
-    except ValueError as e:  # ProtocolError, and int() on a bad --seeds
+    except ValueError as e:  # ProtocolError, ConfigError (a missing checkpoint)
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     outcome = run_suite(

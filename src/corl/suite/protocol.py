@@ -52,6 +52,7 @@ class Benchmark:
     fewshot: str | None = None  # MBPP: the file of the three lm-eval shots (task_ids 2, 3, 4)
     split: str = "test"  # for Hugging Face names
     limit: int | None = None  # first N problems (smoke runs); None = all
+    data_sha: str | None = None  # content hash of a local data file: an edited file is a new cell
     note: str = ""
 
     @property
@@ -215,5 +216,20 @@ def effective(
             changes["max_tokens"] = max_tokens
         if chat is not None:
             changes["chat"] = chat
+        if Path(b.data).is_file():
+            changes["data_sha"] = hashlib.sha256(Path(b.data).read_bytes()).hexdigest()[:16]
         out.append(dataclasses.replace(b, **changes))
     return out
+
+
+def protocol_markdown(benches: list[Benchmark] | None = None) -> str:
+    """The protocol table as markdown (docs/evaluation.md carries it; a test keeps the two equal)."""
+    head = "| name | column | data (default) | grader | chat | k | seeds | T | top-p | tokens | metric |"
+    lines = [head, "| --- | --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |"]
+    for b in benches or list(BENCHMARKS.values()):
+        grader = {"math": f"math answer ({b.extract})", "mcq": "last boxed letter", "code": f"code tests ({b.code_style})"}
+        lines.append(
+            f"| `{b.name}` | {b.title} | `{b.data}` | {grader.get(b.grader, 'lcb_runner')} | {'on' if b.chat else 'off'} "
+            f"| {b.samples} | {','.join(map(str, b.seeds))} | {b.temperature} | {b.top_p} | {b.max_tokens} | {b.metric} |"
+        )
+    return "\n".join(lines) + "\n"

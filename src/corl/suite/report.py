@@ -130,11 +130,15 @@ def markdown(results: dict) -> str:
         label = f"pooled maj@(k x {len(results['checkpoints'])})"
         lines.append("| " + " | ".join([label, *(cell(results["pooled"][n]) for n in names), "—"]) + " |")
     b = results["bootstrap"]
-    metric = "; ".join(f"{protos[n]['title']} {protos[n]['metric']} x {len(protos[n]['seeds'])} seeds" for n in names)
+
+    def seeds(n: int) -> str:
+        return f"{n} seed" + ("s" if n != 1 else "")
+
+    metric = "; ".join(f"{protos[n]['title']} {protos[n]['metric']} x {seeds(len(protos[n]['seeds']))}" for n in names)
     lines += [
         "",
-        f"Percent. Metric: {metric}. Pooled vote: maj@(k x checkpoints), one vote over every checkpoint's samples.",
-        f"[lo, hi]: 95% percentile bootstrap over problems and seeds, {b['resamples']} resamples, bootstrap seed {b['seed']}.",
+        f"- Percent. Metric: {metric}. Pooled: maj@(k x checkpoints), one vote over every checkpoint's samples.",
+        f"- [lo, hi]: 95% percentile bootstrap over problems and seeds, {b['resamples']} resamples, bootstrap seed {b['seed']}.",
     ]
-    lines += [f"({i}) {reason}" for i, reason in enumerate(notes, 1)]
+    lines += [f"- ({i}) {reason}" for i, reason in enumerate(notes, 1)]
     return "\n".join(lines) + "\n"

@@ -22,11 +22,6 @@ class SuiteOutcome:
     generate_calls: int = 0  # engine.generate calls made by this invocation
 
 
-def _work(bench: Benchmark) -> int:
-    """Progress units of a cell: prompts generated, over all seeds."""
-    return len(bench.seeds) * (bench.limit or 0)
-
-
 def run_suite(
     suite: str,
     benches: Sequence[Benchmark],
@@ -66,12 +61,17 @@ def run_suite(
                         outcome.reused.append(key)
                     elif blocked[b.name]:
                         cells[key] = blocked[b.name]
+                        if not any(k[1] == b.name for k in outcome.not_run):  # said once, not per checkpoint
+                            console.print(f"[yellow]{b.title}: not run[/yellow] ({blocked[b.name]})")
                         outcome.not_run.append(key)
-                        console.print(f"[yellow]{b.title}: not run[/yellow] ({blocked[b.name]})")
                     else:
-                        task = bar.add_task(f"{b.title} · {Path(name).name}", total=_work(b) or None)
+                        task = bar.add_task(f"{b.title} · {Path(name).name}", total=None)
+
+                        def advance(m: int, total: int | None = None, task=task) -> None:  # prompts done (x seeds)
+                            bar.update(task, advance=m, **({"total": total} if total is not None else {}))
+
                         try:
-                            cells[key] = compute_cell(b, ckpt, out, pool, batch_prompts, lambda m, t=task: bar.advance(t, m))
+                            cells[key] = compute_cell(b, ckpt, out, pool, batch_prompts, advance)
                             outcome.computed.append(key)
                             outcome.generate_calls += cells[key]["generate_calls"]
                         except NotRun as err:

@@ -132,7 +132,12 @@ def _generate_cell(
     for seed in bench.seeds:
         items = graders.load_items(bench, seed)
         ids = [it.id for it in items]
-        prompts = [graders.render(bench, it, ckpt.tokenizer, shots) for it in items]
+        try:
+            prompts = [graders.render(bench, it, ckpt.tokenizer, shots) for it in items]
+        except ValueError as err:  # e.g. --chat on a tokenizer without a chat template
+            raise NotRun(f"prompt: {err}") from None
+        if seed == bench.seeds[0]:
+            advance(0, len(items) * len(bench.seeds))  # the bar's total, known once the rows are read
         torch.manual_seed(sampling_seed(bench.name, seed))
         texts: list[list[str]] = []
         for start in range(0, len(prompts), batch_prompts):
