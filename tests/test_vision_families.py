@@ -35,7 +35,7 @@ def rows():
 
 
 def _batch(processor, rows):
-    return build_inputs(processor, [chat_prompt(processor, r["problem"], 1) for r in rows], [[r["image"]] for r in rows])
+    return build_inputs(processor, [chat_prompt(processor, r["problem"], 1) for r in rows], [r["images"] for r in rows])
 
 
 def test_reload_through_auto_classes_gives_the_same_model_and_tokens(family, rows):
@@ -101,7 +101,7 @@ def test_the_image_changes_the_logits(family, rows):
     _, model, processor, _ = family
     batch = _batch(processor, rows[:1])
     # Same size, different content (an inverted copy): only the vision path can tell them apart.
-    inverted = Image.eval(rows[0]["image"], lambda v: 255 - v)
+    inverted = Image.eval(rows[0]["images"][0], lambda v: 255 - v)
     other = build_inputs(processor, [chat_prompt(processor, rows[0]["problem"], 1)], [[inverted]])
     with torch.no_grad():
         a, b = model(**batch.model_kwargs()).logits, model(**other.model_kwargs()).logits

@@ -12,7 +12,8 @@ so the answer is hidden from a text-only reader. Splits are disjoint by the prob
 and rows of a split are drawn from a `random.Random` seeded by (seed, split, difficulty):
 the same list, images included, on every machine with the same Pillow.
 
-Rows: {"id", "problem", "answer", "image" (PIL), "solution", "type", "source": "vtiny"};
+Rows: {"id", "problem", "answer", "images": [PIL image], "solution", "type", "source": "vtiny"}
+(corl's vision row shape, as `corl.vision.datasets` maps every dataset to);
 `write_task` stores a split in the local dataset layout of `corl.vision.datasets`
 (a JSONL next to an images/ folder).
 """
@@ -100,7 +101,7 @@ def iter_problems(split: str, seed: int = 0, difficulty: int = 1, types: Sequenc
             "id": f"{SOURCE}/{split}/{i}",
             "problem": problem,
             "answer": str(value),
-            "image": render_number(str(x), image_rng),
+            "images": [render_number(str(x), image_rng)],
             "solution": " ".join([*steps, boxed(str(value))]),
             "type": kind,
             "source": SOURCE,
@@ -128,12 +129,16 @@ def bpe_corpus(rows: int = 3000) -> list[str]:
 
 
 def write_task(rows: Sequence[dict], path: str | Path) -> Path:
-    """Rows as a JSONL with images saved as PNGs under `images/` beside it (paths relative to the file)."""
+    """Rows as a JSONL with images saved as PNGs under `images/` beside it (paths relative to the file).
+
+    `corl.vision.datasets.load_rows(path, "corl")` reads it back."""
     path = Path(path)
     (path.parent / "images").mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
-            name = f"images/{row['id'].replace('/', '_')}.png"
-            row["image"].save(path.parent / name)
-            f.write(json.dumps({**{k: v for k, v in row.items() if k != "image"}, "image": name}) + "\n")
+            names = []
+            for j, image in enumerate(row["images"]):
+                names.append(f"images/{row['id'].replace('/', '_')}-{j}.png")
+                image.save(path.parent / names[-1])
+            f.write(json.dumps({**{k: v for k, v in row.items() if k != "images"}, "images": names}) + "\n")
     return path
