@@ -219,6 +219,20 @@ def preflight(cfg: RunConfig, run_dir: Path, num_rows: int) -> None:
             check_model_source(agent.tokenizer, f"agents.{i}.tokenizer (agent {agent.name!r})")
 
 
+class Preempted(Exception):
+    """The run was asked to stop (SIGTERM) and saved a checkpoint after `steps_done` steps."""
+
+    exit_code = 143  # 128 + SIGTERM, as a process stopped by it; documented in docs/failures.md
+
+    def __init__(self, steps_done: int, checkpoint: Path):
+        super().__init__(
+            f"preempted (SIGTERM) after step {steps_done - 1}: checkpoint {checkpoint} written; "
+            f"continue with corl train --resume {checkpoint.parent.parent} (or resume: auto)"
+        )
+        self.steps_done = steps_done
+        self.checkpoint = checkpoint
+
+
 # -- the trainer --------------------------------------------------------------------------------------
 
 
@@ -467,8 +481,13 @@ class CohortTrainer:
             barrier=self.exchange.barrier,
         )
 
-    def train(self, on_step: Callable[[int, dict], None] | None = None) -> dict[str, float]:
-        """Run from the current step to cfg.cohort.steps; returns the last metrics."""
+    def train(
+        self, on_step: Callable[[int, dict], None] | None = None, should_stop: Callable[[], bool] | None = None
+    ) -> dict[str, float]:
+        """Run from the current step to cfg.cohort.steps; returns the last metrics.
+
+        `should_stop` is asked after every step (by every process: it must agree across them);
+        True saves a checkpoint and raises `Preempted`."""
         cfg = self.cfg
         last: dict[str, float] = {}
         try:
@@ -484,6 +503,11 @@ class CohortTrainer:
                     self.checkpoint(done)
                 if on_step is not None:
                     on_step(step, last)
+                if should_stop is not None and done < cfg.cohort.steps and should_stop():
+                    saved = latest_checkpoint(self.run_dir)
+                    if saved is None or checkpoint_step(saved) != done:
+                        saved = self.checkpoint(done)
+                    raise Preempted(done, saved)
             if self.start_step < cfg.cohort.steps or latest_checkpoint(self.run_dir) is None:
                 final_val = self.validate()
                 if final_val:

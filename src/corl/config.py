@@ -237,6 +237,13 @@ class DistributedConfig(_Strict):
     fsdp: bool = Field(
         False, description="Shard each agent's model over its own data-parallel ranks with FSDP2 (GPUs only; needs torchrun)."
     )
+    preempt_grace_s: float = Field(
+        25.0,
+        gt=0,
+        description="On SIGTERM (SLURM, Kubernetes, torchrun's parent) every rank finishes its step, the run saves a "
+        "checkpoint and exits with status 143; if that takes longer than this, it exits without one (status 1). "
+        "Keep it under the launcher's kill timeout (torchrun and SLURM: 30 s).",
+    )
 
 
 class HealthConfig(_Strict):
@@ -286,6 +293,11 @@ class RunConfig(_Strict):
         "rewards or task kinds, registered when their module is imported.",
     )
     output_dir: str = "runs/corl"
+    resume: Literal["never", "auto"] = Field(
+        "never",
+        description="auto: continue from the run directory's last checkpoint when it has one (torchrun --max-restarts "
+        "and requeued jobs then resume by themselves); never: start afresh.",
+    )
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
     agents: list[AgentConfig] = Field(min_length=1)
     data: DataConfig
@@ -403,7 +415,15 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
 # What may change when a run is resumed: how long it runs, what it logs and when it
 # validates or checkpoints, where it writes, how long ranks wait. Anything else (models,
 # data, the update rule) would silently make the resumed run another experiment.
-RESUME_MAY_CHANGE = ("cohort.steps", "logging.", "output_dir", "health.", "distributed.timeout_s")
+RESUME_MAY_CHANGE = (
+    "cohort.steps",
+    "logging.",
+    "output_dir",
+    "resume",
+    "health.",
+    "distributed.timeout_s",
+    "distributed.preempt_grace_s",
+)
 
 
 def flat(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -31,7 +32,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from corl.cohort import CohortTrainer
+from corl.checkpoint import latest_checkpoint
+from corl.cohort import CohortTrainer, Preempted
 from corl.config import ConfigError, RunConfig
 from corl.models import resolve_device
 from corl.parallel import (
@@ -59,16 +61,19 @@ def launch(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress_f
             "resuming a run with compute.lora is not supported yet: its checkpoints hold the merged weights; "
             "start a new run from them (agents.N.model=RUN_DIR/checkpoints/step_.../NAME)"
         )
+    # resume: auto (and a restarted torchrun worker): continue if there is anything to continue
+    resume = resume or (cfg.resume == "auto" and latest_checkpoint(run_dir) is not None)
     if under_torchrun():
         return _launch_distributed(cfg, Path(run_dir), resume, progress_factory)
     if cfg.distributed.fsdp:
         raise ConfigError("distributed.fsdp needs torchrun, also on one GPU: torchrun --nproc-per-node 1 -m corl train CONFIG")
-    return _train(CohortTrainer(cfg, run_dir, resume=resume), progress_factory)
+    with Preemption(cfg.distributed.preempt_grace_s, run_dir) as preemption:
+        return _train(CohortTrainer(cfg, run_dir, resume=resume), progress_factory, should_stop=preemption.requested)
 
 
-def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] | None = None) -> dict:
+def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] | None = None, should_stop=None) -> dict:
     if progress_factory is None:
-        return trainer.train(on_step=on_step)
+        return trainer.train(on_step=on_step, should_stop=should_stop)
     with progress_factory(trainer) as progress:
 
         def both(step: int, metrics: dict) -> None:
@@ -76,7 +81,57 @@ def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] 
             if on_step is not None:
                 on_step(step, metrics)
 
-        return trainer.train(on_step=both)
+        return trainer.train(on_step=both, should_stop=should_stop)
+
+
+class Preemption:
+    """SIGTERM (SLURM before its KillWait, Kubernetes, torchrun's parent) asks the run to stop:
+    the step in progress finishes, every process agrees to stop after the same step, a
+    checkpoint is saved and the run raises `Preempted` (exit status 143). If that has not
+    happened within `grace_s`, the process exits with status 1 and says so (the previous
+    checkpoint stands)."""
+
+    def __init__(self, grace_s: float, run_dir: str | Path, heartbeat: Heartbeat | None = None):
+        self.grace_s = grace_s
+        self.run_dir = Path(run_dir)
+        self.heartbeat = heartbeat
+        self.flag = False
+
+    def __enter__(self) -> Preemption:
+        self._previous = signal.signal(signal.SIGTERM, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGTERM, self._previous)
+
+    def requested(self) -> bool:
+        return self.flag
+
+    def _handler(self, signum, frame) -> None:
+        if self.flag:
+            return
+        self.flag = True
+        if self.heartbeat is not None:
+            self.heartbeat.stop_requested = True  # a meeting now fails at once if a peer is gone
+        print(
+            f"corl: SIGTERM: finishing this step, then saving a checkpoint (within distributed.preempt_grace_s = "
+            f"{self.grace_s:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        timer = threading.Timer(self.grace_s, self._give_up)
+        timer.daemon = True
+        timer.start()
+
+    def _give_up(self) -> None:
+        last = latest_checkpoint(self.run_dir)
+        print(
+            f"corl: SIGTERM: no checkpoint saved within distributed.preempt_grace_s = {self.grace_s:g} s (a step takes "
+            f"longer: raise it, below the launcher's kill timeout); the last checkpoint is {last or 'none'}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)
 
 
 def _device(cfg: RunConfig) -> torch.device:
@@ -107,7 +162,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     heartbeat = Heartbeat(store, rank, cfg.distributed.timeout_s, layout)
     heartbeat.start_beating()
-    previous_handler = signal.signal(signal.SIGTERM, _stopped_by_launcher)
+    preemption = Preemption(cfg.distributed.preempt_grace_s, run_dir, heartbeat).__enter__()
     try:
         # Objects travel over gloo: NCCL would move every pickled table through the GPU.
         objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
@@ -130,12 +185,18 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
             if fault is not None:
                 fault(step + 1)
 
-        last = _train(trainer, progress_factory if placement.is_main else None, on_step)
+        def should_stop() -> bool:  # every rank asks after every step: they stop after the same one
+            return any(trainer.exchange.all_gather(preemption.flag))
+
+        last = _train(trainer, progress_factory if placement.is_main else None, on_step, should_stop)
+    except Preempted:
+        dist.destroy_process_group()
+        raise
     except BaseException as err:
         _report_failure(run_dir, rank, layout, heartbeat, err)
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous_handler)
+        preemption.__exit__()
     dist.destroy_process_group()
     return last if rank == 0 else None
 
@@ -162,10 +223,6 @@ def _data_parallel(
         mesh=dp_mesh if fsdp else None,
         device=device,
     )
-
-
-def _stopped_by_launcher(signum, frame) -> None:
-    raise LauncherStopped("stopped by the launcher (SIGTERM)")
 
 
 def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbeat, err: BaseException) -> None:
@@ -211,7 +268,7 @@ def _injected_fault(cfg: RunConfig, placement) -> Callable[[int], None] | None:
     (dp rank 0) process of agent AGENT hang forever, or exit at once with status 17, just
     before step STEP (>= 1). Used by tests/test_distributed.py; never set it in real runs."""
     spec = os.environ.get(FAULT_ENV)
-    if not spec:
+    if not spec or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":  # a restarted attempt runs clean
         return None
     name, mode, at = spec.split(":")  # mode: hang, exit (status 17) or kill (SIGKILL: no cleanup at all)
     names = [a.name for a in cfg.agents]

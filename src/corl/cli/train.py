@@ -10,7 +10,12 @@ import typer
 def train(
     config: Path | None = typer.Argument(None, help="Run config (YAML). Not needed with --resume."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value: --set grpo.beta=0.01 (repeatable)."),
-    resume: Path | None = typer.Option(None, "--resume", help="Continue the run in this directory from its last checkpoint."),
+    resume: Path | None = typer.Option(
+        None,
+        "--resume",
+        help="Continue the run in this directory from its last checkpoint; 'auto' (with CONFIG): continue the config's "
+        "run if it has a checkpoint, else start it (torchrun --max-restarts, requeued jobs).",
+    ),
     output_dir: Path | None = typer.Option(None, "--output-dir", "-o", help="Run directory (default: the config's output_dir)."),
 ) -> None:
     """Train a cohort with Co-RL (label_source peer), TTRL (self) or GT-Reward (truth)."""
@@ -20,6 +25,10 @@ def train(
     from corl.progress import StepProgress
 
     console = Console(stderr=True)
+    if resume is not None and str(resume) == "auto":
+        if config is None:
+            raise typer.BadParameter("--resume auto needs a CONFIG file")
+        set_, resume = [*set_, "resume=auto"], None
     if resume is None and config is None:
         raise typer.BadParameter("give a CONFIG file, or --resume RUN_DIR")
     if resume is not None:
@@ -33,6 +42,7 @@ def train(
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
     from corl.checkpoint import CheckpointError
+    from corl.cohort import Preempted
     from corl.data import DataError
     from corl.health import HealthError
     from corl.launch import launch
@@ -46,6 +56,9 @@ def train(
     except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(1) from None
+    except Preempted as err:  # SIGTERM: a checkpoint was saved; 143 tells a scheduler it may requeue
+        console.print(f"[yellow]corl:[/yellow] {err}")
+        raise typer.Exit(Preempted.exit_code) from None
     except PeerFailure:  # torchrun: the rank has printed which peer failed and written RUN_DIR/failure.json
         raise typer.Exit(1) from None
     if last is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -65,11 +66,13 @@ class Heartbeat:
     """
 
     def __init__(self, store, rank: int, timeout_s: float, layout: Layout):
-        self.store = dist.PrefixStore("corl", store)
+        # torchrun --max-restarts keeps its store across restarts: each attempt has its own keys
+        self.store = dist.PrefixStore(f"corl/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
         self.rank = rank
         self.timeout_s = timeout_s
         self.layout = layout
         self.context = "start-up"  # where the run is, for messages ("step 3")
+        self.stop_requested = False  # set by the SIGTERM handler (corl.launch)
         self._meetings: Counter[str] = Counter()
         self._last_key: dict[str, str] = {}
 
@@ -87,6 +90,13 @@ class Heartbeat:
                 if now >= next_failure_check:
                     self._raise_if_published()
                     next_failure_check = now + 0.5
+                    if self.stop_requested:  # SIGTERM: preemption (all alive) or torchrun stopping us after a death
+                        # only a rank that has not come *and* has stopped beating is gone (one that
+                        # came and then exited after its preemption checkpoint is not)
+                        stopped = set(self.stopped_ranks())
+                        dead = [r for r, key in zip(ranks, keys) if r in stopped and not self.store.check([key])]
+                        if dead:
+                            raise LauncherStopped("stopped by the launcher (SIGTERM)", dead)
                 if now >= deadline:
                     missing = [r for r, key in zip(ranks, keys) if not self.store.check([key])]
                     raise PeerFailure(
@@ -97,8 +107,8 @@ class Heartbeat:
                     )
                 time.sleep(pause)
                 pause = min(2 * pause, 0.01)  # at most 10 ms late; a few hundred store reads a second
-        except LauncherStopped:
-            missing = [r for r, key in zip(ranks, keys) if not self.store.check([key])]
+        except LauncherStopped as err:
+            missing = err.missing or [r for r, key in zip(ranks, keys) if not self.store.check([key])]
             raise PeerFailure(
                 f"stopped by the launcher while waiting for {self.layout.describe(missing)} at the {what} in "
                 f"{self.context} (torchrun stops every rank once one has exited: that one is probably the cause)",
