@@ -75,8 +75,27 @@ def test_cli_refuses_bad_options_before_loading_anything(tmp_path):
     assert not (tmp_path / "o").exists()  # refused before any cell
 
 
-def test_fingerprint_changes_with_what_changes_numbers_only():
+def test_missing_default_data_is_a_stated_not_run(tmp_path):
+    from corl.suite import effective
+    from corl.suite.runner import preflight
+
+    (gpqa,) = effective(resolve_suite("gpqa"), tmp_path)  # no gpqa/diamond.jsonl under this root
+    assert preflight(gpqa) == f"data file {tmp_path / 'gpqa/diamond.jsonl'} not found" + (
+        " (GPQA is gated and not shipped: pass --data gpqa=FILE, see docs/evaluation.md)"
+    )
+
+
+def test_fingerprint_changes_with_what_changes_numbers_only(tmp_path):
     import dataclasses
+
+    from corl.suite import effective
+
+    f = tmp_path / "m.jsonl"
+    f.write_text('{"problem": "1+1", "answer": "2"}\n')
+    (before,) = effective(resolve_suite("amc23"), tmp_path, {"amc23": str(f)})
+    f.write_text('{"problem": "1+1", "answer": "3"}\n')
+    (after,) = effective(resolve_suite("amc23"), tmp_path, {"amc23": str(f)})
+    assert before.data == after.data == str(f) and before.fingerprint() != after.fingerprint()  # an edited file
 
     b = BENCHMARKS["amc23"]
     assert dataclasses.replace(b, note="other words").fingerprint() == b.fingerprint()

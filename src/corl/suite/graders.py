@@ -104,6 +104,12 @@ def load_items(bench: Benchmark, seed: int) -> list[Item]:
         if bench.grader == "mcq":
             items.append(mcq_item(row, rid, seed, where))
         elif bench.grader == "code":
+            from corl.code_eval import HUMANEVAL_FIELDS, MBPP_FIELDS
+
+            need = HUMANEVAL_FIELDS if bench.code_style == "humaneval" else MBPP_FIELDS
+            missing = [k for k in need if k not in row]
+            if missing:
+                raise DataError(f"{where}: missing {missing} ({bench.code_style} rows need {', '.join(need)})")
             items.append(Item(rid, "", "", row))
         else:
             for key in ("problem", "answer"):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corl.config import DEFAULT_INSTRUCTION
+from corl.data import LOCAL_SUFFIXES
 
 GRADERS = ("math", "mcq", "code", "lcb")
 PAPER_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "max_tokens": 3072}  # the paper's Table 1 decoding
@@ -184,7 +185,7 @@ def resolve_data(bench: Benchmark, root: Path) -> str:
     p = Path(bench.data).expanduser()
     if p.is_absolute() or bench.data.startswith("."):
         return str(p.resolve())
-    if p.suffix in (".jsonl", ".json", ".csv", ".parquet"):
+    if bench.data.endswith(LOCAL_SUFFIXES):
         return str((root / p).resolve())
     return bench.data  # a Hugging Face dataset name
 
@@ -201,8 +202,13 @@ def effective(
     """The rows as this run uses them: data paths resolved, smoke-run overrides applied."""
     out = []
     for b in benches:
-        b = dataclasses.replace(b, data=(data or {}).get(b.name, b.data))
-        b = dataclasses.replace(b, data=resolve_data(b, data_root))
+        given = (data or {}).get(b.name)
+        if given is None:
+            b = dataclasses.replace(b, data=resolve_data(b, data_root))
+        elif Path(given).expanduser().exists() or given.endswith(LOCAL_SUFFIXES) or given.startswith((".", "/", "~")):
+            b = dataclasses.replace(b, data=str(Path(given).expanduser().resolve()))  # --data paths start from the cwd
+        else:
+            b = dataclasses.replace(b, data=given)  # a Hugging Face dataset name
         if b.fewshot is not None:  # the shots stay the shipped ones when only the test file is replaced
             b = dataclasses.replace(
                 b, fewshot=str((data_root / b.fewshot).resolve()) if not Path(b.fewshot).is_absolute() else b.fewshot
