@@ -144,3 +144,20 @@ def test_eval_code_instruct_style_with_a_chat_template(tmp_path, random_models):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["style"] == "humaneval_instruct"
     assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 2
+
+
+@needs_data
+def test_eval_suite_runs_the_named_suite_as_corl_suite_does(tmp_path, random_models):
+    out = tmp_path / "suite"
+    args = ["eval", random_models["qwen2-bpe"], "--suite", "humaneval", "--n", "1", "--out", str(out), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    figures = json.loads((out / "results.json").read_text())
+    assert "humaneval" in json.dumps(figures).lower()
+    assert (out / "results.md").read_text().count("|") > 4  # the Table-1-shaped markdown
+    assert list((out / "cells").glob("*/humaneval.jsonl"))  # per-problem records of the one cell
+
+
+def test_eval_needs_data_or_a_suite(random_models):
+    result = runner.invoke(app, ["eval", random_models["qwen2-bpe"]])
+    assert result.exit_code == 2 and "--suite" in said(result)

@@ -22,8 +22,8 @@ CODE_STYLES = ("humaneval", "humaneval_instruct", "mbpp", "mbpp_instruct")
 
 def evaluate(
     models: list[str] = typer.Argument(..., help="Checkpoint folders, Hugging Face ids or tiny:<family>."),
-    data: str = typer.Option(
-        ..., "--data", help="Dataset with answers (math) or tests (code): local JSONL/Parquet/CSV or HF name."
+    data: str | None = typer.Option(
+        None, "--data", help="Dataset with answers (math) or tests (code): local JSONL/Parquet/CSV or HF name."
     ),
     split: str = typer.Option("test", help="Split for Hugging Face datasets."),
     n: int | None = typer.Option(None, "--n", help="Evaluate the first N problems."),
@@ -51,6 +51,10 @@ def evaluate(
         None, "--records", help="Write per-problem records (completions, outcomes) to this JSONL."
     ),
     extract: str = typer.Option("strict", "--extract", help="math: answer extraction, strict or flexible (see corl.answers)."),
+    suite: str | None = typer.Option(
+        None, "--suite", help="Run a named benchmark suite instead (paper-text, math, code): `corl suite` with its defaults."
+    ),
+    out: Path = typer.Option(Path("suite-results"), "--out", help="--suite: the folder of cells and results (rerun to resume)."),
 ) -> None:
     """Evaluate one or more models; several models are also scored as a pooled-vote ensemble (math)."""
     from rich.console import Console
@@ -58,6 +62,14 @@ def evaluate(
     from corl.answers import EXTRACTION_MODES
 
     err = Console(stderr=True)
+    if suite is not None:  # the paper's protocol, one command: the suite runner with its own table of settings
+        from corl.cli.suite import suite_command
+
+        suite_command(checkpoints=models, suite=suite, out=out, limit=n, engine="auto", as_json=as_json)
+        return
+    if data is None:
+        err.print("[red]error:[/red] give --data FILE (or --suite NAME for a benchmark suite)")
+        raise typer.Exit(2)
     if task not in ("math", "code"):
         err.print(f"[red]error:[/red] --task must be math or code, got {task!r}")
         raise typer.Exit(2)
