@@ -125,6 +125,7 @@ def test_layout_follows_the_hf_engine(policies, engines, problems, family):
 
     n, p = len(prompts) * k, ref.prompt_length
     assert r.prompt_length == p and r.num_samples == k and r.input_ids.shape[0] == n
+    assert r.separate_sampler and not ref.separate_sampler  # only vLLM's rollouts get importance weights
     # the same tokenizer call: left-padded prompts, identical ids and masks, row b*K + k is prompt b
     assert torch.equal(r.input_ids[:, :p], ref.input_ids[:, :p])
     assert torch.equal(r.attention_mask[:, :p], ref.attention_mask[:, :p])
@@ -333,4 +334,7 @@ def test_a_cohort_trains_on_vllm_and_resumes(tmp_path, model_dirs, tiny_data):
         assert all(0.0 <= r[f"{name}/reward_mean"] <= 1.0 for r in records)
         synced = [r[f"{name}/sync_bytes"] for r in records if r[f"{name}/optimizer_steps"]]
         assert synced and all(b > 0 for b in synced), f"{name}: no weight sync into its vLLM engine after an update"
+        # the sampler/trainer mismatch is measured on every step that updated (float32 engine: tiny)
+        stepped = [r for r in records if r[f"{name}/optimizer_steps"]]
+        assert all(abs(r[f"{name}/mismatch_logratio_mean"]) < 1e-3 and r[f"{name}/mismatch_logratio_max"] < 0.05 for r in stepped)
     assert read_metrics(run, "val")

@@ -380,6 +380,7 @@ class VLLMEngine:
             prompt_length=prompt_ids.shape[1],
             num_samples=num_samples,
             eos_ids=tuple(self.eos_ids),
+            separate_sampler=True,  # its own copy of the weights: the update corrects with importance weights
         )
 
     @torch.no_grad()
