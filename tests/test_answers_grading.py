@@ -209,3 +209,14 @@ def test_grade_reads_a_gold_written_as_a_solution():
     gold = "Adding the two cases gives $4 + 5 = \\boxed{9}$ ways."
     assert grade("There are $\\boxed{9}$ ways.", gold)
     assert not grade("There are $\\boxed{8}$ ways.", gold)
+
+
+@pytest.mark.parametrize("text", ["{133330322233013", "\\frac{1}{2", "$\\sqrt{2$", "(1,2}"])
+def test_an_unbalanced_fragment_is_no_answer(text):
+    # a completion cut inside a formula commits to nothing (found on a tiny model's sample)
+    assert extract_answer(text) is None
+
+
+@pytest.mark.parametrize("text, answer", [("{1,2}", "{1,2}"), ("$\\frac{1}{2}$", "\\frac{1}{2}"), ("42", "42")])
+def test_a_whole_balanced_formula_is_its_answer(text, answer):
+    assert extract_answer(text) == answer

@@ -123,8 +123,9 @@ def _whole_formula(text: str) -> str | None:
     for open_, close in _SPANS:
         if s.startswith(open_) and s.endswith(close) and len(s) > len(open_) + len(close):
             body = s[len(open_) : -len(close)]
-            return body.strip() if close not in body and "\n" not in body.strip() else None
-    return s if len(s) <= 80 and _FORMULA.match(s) and re.search(r"\d", s) else None
+            return body.strip() if close not in body and "\n" not in body.strip() and balanced(body) else None
+    # an unbalanced formula ("{1333", a cut-off "\frac{1}{2") is a fragment, not an answer
+    return s if len(s) <= 80 and _FORMULA.match(s) and re.search(r"\d", s) and balanced(s) else None
 
 
 def _stated(text: str) -> str | None:
