@@ -1,6 +1,6 @@
 """A synthetic image task: a number drawn in an image, arithmetic on it asked in the text.
 
-Each problem shows a number x (10-99 at difficulty 1, 100-999 at 2) drawn with PIL on a
+Each problem shows a number x (1-9 at difficulty 1, 10-99 at 2, 100-999 at 3) drawn with PIL on a
 canvas of random size, position and colours, and asks about it in the text:
 
     read    image "47", text "x=?"      x=47. \\boxed{47}
@@ -51,9 +51,10 @@ def render_number(text: str, rng: random.Random) -> Image.Image:
     font = _font(FONT_SIZE)
     left, top, right, bottom = font.getbbox(text)
     w, h = right - left, bottom - top
-    width, height = rng.randint(w + 8, w + 40), rng.randint(h + 8, h + 24)
-    background = tuple(rng.randint(200, 255) for _ in range(3))
-    ink = tuple(rng.randint(0, 80) for _ in range(3))
+    # A tight canvas: the digits fill much of it, so the tiny towers see them at a readable scale.
+    width, height = rng.randint(w + 6, w + 18), rng.randint(h + 6, h + 12)
+    background = tuple(rng.randint(210, 255) for _ in range(3))
+    ink = tuple(rng.randint(0, 60) for _ in range(3))
     image = Image.new("RGB", (width, height), background)
     x, y = rng.randint(2, width - w - 2), rng.randint(2, height - h - 2)
     ImageDraw.Draw(image).text((x - left, y - top), text, fill=ink, font=font)
@@ -70,7 +71,7 @@ def split_of(key: str) -> str:
 
 
 def _problem(rng: random.Random, kind: str, difficulty: int) -> tuple[int, str, list[str], int]:
-    lo, hi = {1: (10, 99), 2: (100, 999)}[difficulty]
+    lo, hi = {1: (1, 9), 2: (10, 99), 3: (100, 999)}[difficulty]
     x = rng.randint(lo, hi)
     if kind == "read":
         return x, "x=?", [f"x={x}."], x
@@ -84,8 +85,8 @@ def iter_problems(split: str, seed: int = 0, difficulty: int = 1, types: Sequenc
     """An endless seeded stream of `split` rows (repeats possible)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-    if difficulty not in (1, 2):
-        raise ValueError(f"difficulty must be 1 or 2, got {difficulty!r}")
+    if difficulty not in (1, 2, 3):
+        raise ValueError(f"difficulty must be 1, 2 or 3, got {difficulty!r}")
     unknown = [t for t in types if t not in TYPES]
     if unknown or not types:
         raise ValueError(f"unknown problem type(s) {unknown or types}; choose from {', '.join(TYPES)}")
@@ -110,17 +111,12 @@ def iter_problems(split: str, seed: int = 0, difficulty: int = 1, types: Sequenc
 
 
 def make_split(split: str, n: int, seed: int = 0, difficulty: int = 1, types: Sequence[str] = TYPES) -> list[dict]:
-    """`n` rows of `split` with distinct (problem, image number), deterministic in the arguments."""
-    rows, seen = [], set()
-    for row in iter_problems(split, seed, difficulty, types):
-        key = (row["problem"], row["solution"].split(".")[0])  # text + "x=<number>"
-        if key in seen:
-            continue
-        seen.add(key)
-        rows.append({**row, "id": f"{SOURCE}/{split}/{len(rows)}"})
-        if len(rows) == n:
-            return rows
-    raise AssertionError("unreachable: the stream is endless")
+    """The first `n` rows of `split`'s stream, deterministic in the arguments.
+
+    A (text, number) pair may come back with another rendering: at difficulty 1 a split has
+    only a few dozen pairs, and a new canvas, place and colours make a new image to read.
+    """
+    return list(islice(iter_problems(split, seed, difficulty, types), n))
 
 
 def bpe_corpus(rows: int = 3000) -> list[str]:

@@ -1,0 +1,74 @@
+"""The synthetic image task (determinism, disjoint splits, hidden answers) and the tiny VL pretraining loop."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from corl.vision.families import load_vl
+from corl.vision.pretrain import encode_rows, ensure_pretrained_vl, pretrain_vl
+from corl.vision.task import make_split, split_of
+
+
+def test_splits_are_deterministic_images_included():
+    a, b = make_split("train", 20, seed=4), make_split("train", 20, seed=4)
+    assert [r["problem"] for r in a] == [r["problem"] for r in b]
+    assert all(x["images"][0].tobytes() == y["images"][0].tobytes() for x, y in zip(a, b))
+    assert [r["problem"] for r in make_split("train", 20, seed=5)] != [r["problem"] for r in a]
+
+
+def test_splits_are_disjoint_by_problem_key():
+    def keys(split):
+        out = set()
+        for r in make_split(split, 200, difficulty=2):
+            x = re.match(r"x=(\d+)\.", r["solution"]).group(1)
+            out.add(f"{r['type']}/{x}/{r['problem']}")
+        return out
+
+    train, test, validation = keys("train"), keys("test"), keys("validation")
+    assert not (train & test) and not (train & validation) and not (test & validation)
+    assert all(split_of(k) == "test" for k in test)
+
+
+@pytest.mark.parametrize("difficulty, lo, hi", [(1, 1, 9), (2, 10, 99), (3, 100, 999)])
+def test_answers_follow_from_the_number_in_the_image(difficulty, lo, hi):
+    for r in make_split("train", 60, difficulty=difficulty):
+        x = int(re.match(r"x=(\d+)\.", r["solution"]).group(1))
+        assert lo <= x <= hi
+        # The text never states x: it is "x=?" or "x+b=?" / "x-b=?" with a one-digit b.
+        assert r["problem"] == "x=?" or re.fullmatch(r"x[+-]\d=\?", r["problem"])
+        b = int(r["problem"][2]) if r["problem"] != "x=?" else 0
+        expected = x + b if "+" in r["problem"] else x - b
+        assert r["answer"] == str(expected) and r["solution"].endswith("\\boxed{" + r["answer"] + "}")
+
+
+def test_the_number_is_drawn_in_dark_ink_on_a_light_canvas():
+    image = make_split("test", 1)[0]["images"][0]
+    pixels = list(image.convert("L").tobytes())  # one byte per pixel
+    dark, light = sum(p < 100 for p in pixels), sum(p > 200 for p in pixels)
+    assert dark > 10 and light > len(pixels) / 2
+
+
+def test_encode_rows_puts_solution_and_eos_after_the_prompt():
+    from corl.vision.families import build_processor, get_vl_family
+
+    processor = build_processor(get_vl_family("llava-siglip-char"))
+    rows = make_split("train", 2)
+    batch, ids, mask = encode_rows(processor, rows)
+    tok = processor.tokenizer
+    for i, r in enumerate(rows):
+        n = int(mask[i].sum())
+        assert tok.decode(ids[i, : n - 1]) == r["solution"] and ids[i, n - 1] == tok.eos_token_id
+    assert len(batch) == 2 and batch.image_inputs["pixel_values"].shape == (2, 3, 48, 48)
+
+
+def test_pretraining_lowers_the_loss_and_the_cache_reloads(tmp_path):
+    torch.manual_seed(0)
+    _, _, stats = pretrain_vl("llava-siglip-char", steps=30, batch_size=8)
+    assert sum(stats["losses"][-5:]) / 5 < 0.6 * sum(stats["losses"][:5]) / 5
+    path = ensure_pretrained_vl("qwen2vl-bpe", steps=2, batch_size=4, cache_dir=tmp_path)
+    assert ensure_pretrained_vl("qwen2vl-bpe", steps=2, batch_size=4, cache_dir=tmp_path) == path  # cached
+    model, processor = load_vl(path)
+    assert type(model).__name__ == "Qwen2VLForConditionalGeneration" and processor.image_token == "<|image_pad|>"
