@@ -1,0 +1,137 @@
+"""What does Co-RL's coupling cost? A two-agent cohort step vs two independent single-agent steps.
+
+Usage:
+    python benchmarks/cohort_overhead.py                  # 2 warm-up + 6 measured pairs
+    python benchmarks/cohort_overhead.py --pairs 8 --labels peer
+
+Two tiny models (Llama- and Qwen2-style, hidden 128, 4 layers, per-character tokenizer,
+taught the synthetic task's worked solutions for a few seconds), 16 prompts x K = 8,
+<= 56 new tokens, beta 0. Three trainers in one process, built from the same two model
+folders: the cohort (both agents, one `CohortTrainer`) and one single-agent
+`CohortTrainer` per model. A pair is one cohort step and one step of each single-agent
+trainer, alternating which goes first; printed: cohort / (single 0 + single 1) per pair
+and the median.
+
+Equal work: the single-agent trainer of model n draws agent n's sampling seed of the
+cohort (`cohort.sampling_seed(seed, step, n)`), and all three draw the same prompts, so
+the samples are the same; with `--labels truth` (the default) the labels are the gold
+answers on both sides, so the rewards, the active sequences and the updates are the same
+too: whatever differs in time is the cohort's own machinery (answers table, exchange,
+label source, diagnostics). The script checks that the updates matched (losses equal).
+With `--labels peer` the cohort uses Co-RL's peer labels and the single-agent trainers
+TTRL's own-majority labels: the real pair of methods, but the rewards then differ and so
+does the number of sequences each update trains on (printed). Prints figures; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+from vs_trl import MAX_NEW, PROMPTS, K, build_model
+
+LR = 2e-4
+
+
+def trainer_for(models: list[Path], data: Path, labels: str, out: Path):
+    from corl.cohort import CohortTrainer
+    from corl.config import validate_config
+
+    raw = {
+        "output_dir": str(out),
+        "agents": [{"name": f"m{i}", "model": str(m), "lr": LR} for i, m in enumerate(models)],
+        "data": {"train": str(data), "template": "{problem}\n", "instruction": ""},
+        "cohort": {
+            "label_source": labels,
+            "reward": "agreement",
+            "samples_per_prompt": K,
+            "prompts_per_step": PROMPTS,
+            "steps": 10_000,
+            "max_new_tokens": MAX_NEW,
+            "temperature": 1.0,
+            "seed": 0,
+        },
+        "grpo": {"beta": 0.0},
+        "logging": {"tensorboard": False, "progress": False},
+    }
+    return CohortTrainer(validate_config(raw), out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--labels", choices=("truth", "peer"), default="truth")
+    ap.add_argument("--pretrain-steps", type=int, default=300)
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/corl-cohort-overhead"))
+    args = ap.parse_args()
+
+    import torch
+
+    from corl.cohort import sampling_seed
+    from corl.tiny.task import make_split, write_jsonl
+
+    torch.set_flush_denormal(True)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    models = [args.workdir / "llama", args.workdir / "qwen2"]
+    for i, (folder, arch) in enumerate(zip(models, ("llama", "qwen2"), strict=True)):
+        if not (folder / "config.json").exists():
+            build_model(folder, args.pretrain_steps, arch, seed=i)
+    data = write_jsonl(make_split("train", 2000, seed=0), args.workdir / "train.jsonl")
+
+    cohort = trainer_for(models, data, "truth" if args.labels == "truth" else "peer", args.workdir / "cohort")
+    single_labels = "truth" if args.labels == "truth" else "self"
+    singles = [trainer_for([m], data, single_labels, args.workdir / f"single{i}") for i, m in enumerate(models)]
+    for n, single in enumerate(singles):
+        # agent n of the cohort and this trainer's only agent draw the same samples
+        single._seed = lambda step, _agent, n=n: sampling_seed(0, step, n, 0)
+
+    def run_cohort(step: int) -> tuple[float, list[float], list[float]]:
+        t0 = time.perf_counter()
+        m = cohort.step(step)
+        return (
+            time.perf_counter() - t0,
+            [m.get(f"m{n}/loss") for n in range(2)],
+            [m.get(f"m{n}/active_sequences") for n in range(2)],
+        )
+
+    def run_singles(step: int) -> tuple[float, list[float], list[float]]:
+        seconds, losses, active = 0.0, [], []
+        for single in singles:
+            t0 = time.perf_counter()
+            m = single.step(step)
+            seconds += time.perf_counter() - t0
+            name = single.cfg.agents[0].name
+            losses.append(m.get(f"{name}/loss"))
+            active.append(m.get(f"{name}/active_sequences"))
+        return seconds, losses, active
+
+    step = 0
+    for _ in range(args.warmup):
+        run_cohort(step), run_singles(step)
+        step += 1
+    print(f"load average {os.getloadavg()[0]:.1f}; labels {args.labels}; {PROMPTS} prompts x K={K}, <= {MAX_NEW} tokens")
+    print(f"{'pair':>4} {'first':>7} {'cohort s':>9} {'singles s':>10} {'ratio':>6}  active (cohort | singles)  same update")
+    ratios, same = [], True
+    for i in range(args.pairs):
+        if i % 2 == 0:
+            c, s = run_cohort(step), run_singles(step)
+        else:
+            s, c = run_singles(step), run_cohort(step)
+        equal = c[1] == s[1]
+        same &= equal
+        ratios.append(c[0] / s[0])
+        print(
+            f"{i:>4} {'cohort' if i % 2 == 0 else 'singles':>7} {c[0]:9.2f} {s[0]:10.2f} {ratios[-1]:6.3f}  {c[2]} | {s[2]}  {equal}"
+        )
+        step += 1
+    print(f"median cohort / (two single-agent steps): {statistics.median(ratios):.3f}x over {len(ratios)} pairs")
+    if args.labels == "truth":
+        print(f"every pair's updates identical (losses equal): {same}")
+
+
+if __name__ == "__main__":
+    main()
