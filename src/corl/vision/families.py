@@ -77,7 +77,7 @@ class VLFamilySpec:
     patch_size: int = 8
     image_size: int = 48  # llava_siglip: the square every image is resized to
     max_pixels: int = 96 * 96  # qwen2_vl: images above this many pixels are shrunk (aspect kept)
-    min_pixels: int = 16 * 16
+    min_pixels: int = 32 * 32  # small images are upscaled to at least 4 merged tokens
     bpe_vocab_size: int = 320
 
     def __post_init__(self):

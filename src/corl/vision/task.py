@@ -7,10 +7,13 @@ canvas of random size, position and colours, and asks about it in the text:
     plus    image "47", text "x+8=?"    x=47. 47+8=55. \\boxed{55}
     minus   image "47", text "x-5=?"    x=47. 47-5=42. \\boxed{42}
 
-so the answer is hidden from a text-only reader. Splits are disjoint by the problem's key
-(kind, x, operand), hashed like `corl.tiny.task` (20% test, 10% validation, 70% train),
-and rows of a split are drawn from a `random.Random` seeded by (seed, split, difficulty):
-the same list, images included, on every machine with the same Pillow.
+so the answer is hidden from a text-only reader. Splits are disjoint by *image*: a row's
+split is a hash of its problem, its number and its rendering seed (20% test, 10%
+validation, 70% train, like `corl.tiny.task`), so every number is read in training and a
+held-out row is always a drawing never trained on. (Splitting by problem alone would put
+each one-digit "x=?" in a single split: a held-out digit would never be seen.) Rows of a
+split are drawn from a `random.Random` seeded by (seed, split, difficulty): the same list,
+images included, on every machine with the same Pillow.
 
 Rows: {"id", "problem", "answer", "images": [PIL image], "solution", "type", "source": "vtiny"}
 (corl's vision row shape, as `corl.vision.datasets` maps every dataset to);
@@ -95,14 +98,14 @@ def iter_problems(split: str, seed: int = 0, difficulty: int = 1, types: Sequenc
     while True:
         kind = rng.choice(list(types))
         x, problem, steps, value = _problem(rng, kind, difficulty)
-        image_rng = random.Random(rng.random())  # rendering draws from its own stream: text rows don't depend on it
-        if split_of(f"{kind}/{x}/{problem}") != split:
+        render_seed = rng.random()  # rendering draws from its own stream
+        if split_of(f"{kind}/{x}/{problem}/{render_seed!r}") != split:
             continue
         yield {
             "id": f"{SOURCE}/{split}/{i}",
             "problem": problem,
             "answer": str(value),
-            "images": [render_number(str(x), image_rng)],
+            "images": [render_number(str(x), random.Random(render_seed))],
             "solution": " ".join([*steps, boxed(str(value))]),
             "type": kind,
             "source": SOURCE,
