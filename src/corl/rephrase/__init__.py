@@ -37,8 +37,16 @@ from corl.rephrase.checks import (
 from corl.rephrase.client import FatalRequestError, OpenAIChatClient, RequestFailed, http_rewriter
 from corl.rephrase.journal import JournalEntry, RewriteJournal, journal_path, text_sha, write_rows_atomically
 from corl.rephrase.local import hf_rewriter
-from corl.rephrase.prompts import DEFAULT_REPHRASE_INSTRUCTION, Messages, build_messages, clean_rewrite, render_chat
-from corl.rephrase.run import Outcome, RephraseError, RephraseReport, Rewriter, rephrase_rows, row_ids, source_texts
+from corl.rephrase.prompts import (
+    DEFAULT_REPHRASE_INSTRUCTION,
+    Messages,
+    Outcome,
+    Rewriter,
+    build_messages,
+    clean_rewrite,
+    render_chat,
+)
+from corl.rephrase.run import RephraseError, RephraseReport, rephrase_rows, row_ids, source_texts
 
 __all__ = [
     "DEFAULT_REPHRASE_INSTRUCTION",
