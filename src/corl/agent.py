@@ -416,7 +416,8 @@ class Agent:
             self.teacher.load_state_dict(state["teacher"])
 
     def save(self, folder: Path) -> None:
-        """Write this agent: a Hugging Face model folder (weights, tokenizer) plus trainer.pt.
+        """Write this agent: a Hugging Face model folder (weights, tokenizer) plus trainer.pt,
+        and with LoRA its unmerged adapters in folder/adapter/ (what a resume loads).
 
         Every rank of the agent's dp group calls it (gathering a sharded model is a
         collective); its dp rank 0 writes.
@@ -427,5 +428,9 @@ class Agent:
         if self.dp.rank != 0:
             return
         save_policy(self.model, folder, weights)
+        if hasattr(self.model, "get_base_model"):  # a peft model
+            from corl.models import ADAPTER_FOLDER, save_adapter
+
+            save_adapter(self.model, folder / ADAPTER_FOLDER, weights)
         self.tokenizer.save_pretrained(folder)
         torch.save(state, folder / "trainer.pt")

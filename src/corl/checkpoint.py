@@ -3,6 +3,8 @@
 Layout of `RUN_DIR/checkpoints/step_000120/`:
     <agent>/            save_pretrained model + tokenizer (from_pretrained, eval harnesses)
     <agent>/trainer.pt  optimizer state
+    <agent>/adapter/    with compute.lora: the adapters unmerged, peft's format (a resume loads
+                        them onto the original base model; the folder above has them merged in)
     state.pt            step, RNG states, loop state
     state.json          the same step, for people
     manifest.json       every file's size and sha256, checked on resume

@@ -36,6 +36,7 @@ import torch
 from corl.agent import Agent
 from corl.checkpoint import (
     KEEP_LAST,
+    CheckpointError,
     check_free_space,
     checkpoint_bytes,
     checkpoint_step,
@@ -51,7 +52,7 @@ from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_accuracy
 from corl.health import CollapseMonitor, HealthError, check_weights, nonfinite, stop_or_warn
 from corl.labels import AnswersTable, build_label_source, label_source_spec
-from corl.models import check_model_source, load_policy, prepare_frozen, resolve_device
+from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_policy, prepare_frozen, resolve_device
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
 from corl.rewards import reward_spec
 from corl.rollout import Rollout, SamplingParams
@@ -160,17 +161,25 @@ def build_agent(
     cfg: RunConfig, index: int, device: torch.device, weights: Path | None = None, dp: DataParallel | None = None
 ) -> Agent:
     """Load agent `index`'s own model; `weights` (a checkpoint folder) overrides on resume.
-    `dp`: the ranks that share this agent's model (multi-process runs, see corl.parallel)."""
+    `dp`: the ranks that share this agent's model (multi-process runs, see corl.parallel).
+
+    With compute.lora a checkpoint's model folder holds the adapters merged in; resuming on it
+    would put fresh adapters on different weights. So a LoRA resume loads the run's original
+    base model, and its adapters, built as at the start (same order for the optimizer state),
+    take the checkpoint's unmerged ones (weights/adapter/)."""
     agent_cfg = cfg.agents[index]
+    adapters = weights / ADAPTER_FOLDER if weights is not None and cfg.compute.lora is not None else None
+    if adapters is not None:
+        weights_source, tokenizer_source = agent_cfg.model, agent_cfg.tokenizer
+    else:
+        weights_source = str(weights) if weights else agent_cfg.model
+        tokenizer_source = None if weights else agent_cfg.tokenizer
     try:
-        model, tokenizer = load_policy(
-            str(weights) if weights else agent_cfg.model, None if weights else agent_cfg.tokenizer, device
-        )
+        model, tokenizer = load_policy(weights_source, tokenizer_source, device)
     except (OSError, ValueError) as err:  # hub errors, unreadable files: say which agent
-        source = weights or agent_cfg.model
-        raise ConfigError(f"agents.{index}.model (agent {agent_cfg.name!r}): cannot load {str(source)!r}: {err}") from err
+        raise ConfigError(f"agents.{index}.model (agent {agent_cfg.name!r}): cannot load {str(weights_source)!r}: {err}") from err
     # an inf weight would otherwise surface deep inside generate ("probability tensor contains inf")
-    check_weights(model, f"agents.{index}.model (agent {agent_cfg.name!r}) loaded from {str(weights or agent_cfg.model)!r}")
+    check_weights(model, f"agents.{index}.model (agent {agent_cfg.name!r}) loaded from {str(weights_source)!r}")
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
     ema = cfg.cohort.ema_momentum if label_source_spec(cfg.cohort.label_source).needs_teacher else None
     agent = Agent(
@@ -185,7 +194,13 @@ def build_agent(
         dp=dp,
         compute=cfg.compute,
     )
-    if weights and agent.reference is not None:
+    if adapters is not None:
+        try:
+            load_adapter(agent.model, adapters)
+        except (OSError, ValueError) as err:
+            raise CheckpointError(f"agent {agent_cfg.name!r}: cannot resume its LoRA adapters: {err}") from err
+        check_weights(agent.model, f"agent {agent_cfg.name!r}: adapters loaded from {str(adapters)!r}")
+    if weights and adapters is None and agent.reference is not None:
         # The KL anchor is the *initial* policy, not the resumed weights.
         reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
         agent.reference = prepare_frozen(reference, cfg.compute)

@@ -56,11 +56,6 @@ def launch(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress_f
 
     Returns the last metrics on the main process (None on the other ranks).
     """
-    if resume and cfg.compute.lora is not None:
-        raise ConfigError(
-            "resuming a run with compute.lora is not supported yet: its checkpoints hold the merged weights; "
-            "start a new run from them (agents.N.model=RUN_DIR/checkpoints/step_.../NAME)"
-        )
     # resume: auto (and a restarted torchrun worker): continue if there is anything to continue
     resume = resume or (cfg.resume == "auto" and latest_checkpoint(run_dir) is not None)
     if under_torchrun():

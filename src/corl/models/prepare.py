@@ -110,6 +110,53 @@ def save_policy(model, folder: Path, state: dict | None = None) -> None:
         base.save_pretrained(folder, state_dict=clean)
 
 
+ADAPTER_FOLDER = "adapter"  # <agent>/adapter/: the LoRA adapters alone, in peft's format
+
+
+def save_adapter(model, folder: Path, state: dict | None = None) -> None:
+    """Write a peft model's adapters unmerged (adapter_config.json + adapter_model.safetensors).
+
+    The merged folder cannot be resumed from: new adapters on merged weights are a different
+    model, and the optimizer's moments belong to the old adapters. `state`: as in save_policy."""
+    state = state if state is not None else {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    model.save_pretrained(folder, state_dict=state, save_embedding_layers=False)
+
+
+def load_adapter(model, folder: Path) -> None:
+    """Load adapters written by `save_adapter` into the adapters of `model` (a peft model built
+    with the same LoRA settings on the run's original base model), in place: the parameters stay
+    the same objects, so the optimizer (and the state it is about to load) still points at them.
+    Every adapter tensor must be there with its shape; FSDP-sharded parameters are re-sharded."""
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    file = Path(folder) / "adapter_model.safetensors"
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} not found: the checkpoint holds no LoRA adapters to resume from")
+    saved = load_file(str(file))
+    # peft's own mapping from parameter names to saved keys (it drops the adapter name);
+    # handed the parameters themselves, it returns them, so each key finds its parameter.
+    params = dict(model.named_parameters())
+    live = get_peft_model_state_dict(model, state_dict=params, save_embedding_layers=False)
+    missing, unexpected = sorted(set(live) - set(saved)), sorted(set(saved) - set(live))
+    if missing or unexpected:
+        raise ValueError(
+            f"adapters in {folder} do not match the model's: missing {missing[:3]}, unexpected {unexpected[:3]} "
+            "(was compute.lora changed?)"
+        )
+    with torch.no_grad():
+        for key, param in live.items():
+            value = saved[key]
+            shape = tuple(getattr(param, "shape", ()))
+            if tuple(value.shape) != shape:
+                raise ValueError(f"adapter {key} in {folder} has shape {tuple(value.shape)}, the model's {shape}")
+            if hasattr(param, "device_mesh"):  # an FSDP2 DTensor: keep only this rank's shard
+                from torch.distributed.tensor import distribute_tensor
+
+                value = distribute_tensor(value.to(param.device), param.device_mesh, param.placements)
+            param.copy_(value.to(param.device, param.dtype))
+
+
 @contextmanager
 def _writes_on_this_rank(model) -> Iterator:
     """transformers >= 5 writes a model only on *global* rank 0 once torch.distributed is up
