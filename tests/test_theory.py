@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import corl.labels
+import corl.labels.vote
 import corl.theory as theory
 from corl.cli import app
 from corl.theory import (
@@ -122,7 +122,7 @@ def test_simulation_uses_the_real_functions(monkeypatch):
 
         monkeypatch.setattr(module, name, wrapped)
 
-    spy(corl.labels, "majority_vote")  # reached through AnswersTable.majority
+    spy(corl.labels.vote, "majority_vote")  # reached through AnswersTable.majority
     for name in (
         "build_label_source",
         "agreement_rewards",
