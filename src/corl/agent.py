@@ -226,13 +226,25 @@ class Agent:
 
     def sample(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
         with self.generating():
-            return self.engine.generate(self.prompts(problems), num_samples, params)
+            rollout = self.engine.generate(self.prompts(problems), num_samples, params)
+        # vLLM's sleep mode (GPUs) frees the engine's memory while the agent trains; the weight
+        # sync and the next generate wake it. The HF engine shares the weights: nothing to free.
+        self.engine.sleep()
+        return rollout
 
     def sample_teacher(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
         """Samples of the EMA teacher (Co-rewarding-II); only agents built with ema_momentum have one."""
         if self.teacher_engine is None:
             raise RuntimeError(f"agent {self.name!r} has no EMA teacher (label source 'ema' builds one)")
-        return self.teacher_engine.generate(self.prompts(problems), num_samples, params)
+        rollout = self.teacher_engine.generate(self.prompts(problems), num_samples, params)
+        self.teacher_engine.sleep()
+        return rollout
+
+    def close(self) -> None:
+        """Release the rollout engines (a vLLM engine holds memory until closed)."""
+        for engine in (self.engine, self.teacher_engine):
+            if engine is not None:
+                engine.close()
 
     @torch.no_grad()
     def logit_rewards(self, rollout: Rollout, reward_fn, temperature: float, batch: int = 64) -> torch.Tensor:

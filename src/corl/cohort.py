@@ -532,6 +532,8 @@ class CohortTrainer:
         finally:
             if self.log is not None:
                 self.log.close()
+            for agent in self.agents.values():
+                agent.close()
         return last
 
     def _log(self, step: int, metrics: dict, kind: str = "train") -> None:
