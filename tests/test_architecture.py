@@ -89,7 +89,9 @@ def test_the_cycle_finder_finds_one():
 
 
 def test_the_library_never_imports_the_cli():
-    offenders = {m: sorted(t for t in ts if t.startswith("corl.cli")) for m, ts in graph().items() if not m.startswith("corl.cli")}
+    offenders = {
+        m: sorted(t for t in ts if t.startswith("corl.cli")) for m, ts in graph().items() if not m.startswith("corl.cli")
+    }
     assert {m: ts for m, ts in offenders.items() if ts and m != "corl.__main__"} == {}
 
 
