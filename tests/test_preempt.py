@@ -44,6 +44,8 @@ def _rows(run: Path) -> list[dict]:
     return read_metrics(run, "train") if (run / "metrics.jsonl").exists() else []
 
 
+LATE_S = 10  # longer than gloo's connection retries to an address nobody listens on (~4 s)
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
@@ -76,18 +78,44 @@ def test_sigterm_to_torchrun_saves_a_checkpoint_on_every_rank(tmp_path, tiny_mod
     assert [r["step"] for r in _rows(run)] == list(range(done))
 
 
+def _attempt_logs(run: Path, logs: Path, output: str) -> str:
+    """Everything a failed torchrun run left: its console, every attempt's per-rank
+    stdout/stderr (--log-dir --tee), torchrun's error files, RUN_DIR/failure.json and the
+    checkpoints there were: the console alone interleaves the ranks and attempts."""
+    parts = [f"== console ==\n{output}"]
+    for file in sorted(p for p in logs.rglob("*") if p.is_file()):
+        parts.append(f"== {file.relative_to(logs)} ==\n{file.read_text(errors='replace')}")
+    failure = run / "failure.json"
+    parts.append(f"== failure.json ==\n{failure.read_text() if failure.is_file() else '(none)'}")
+    parts.append(f"== checkpoints ==\n{sorted(p.name for p in (run / 'checkpoints').glob('*'))}")
+    return "\n".join(parts)
+
+
 @pytest.mark.slow
 def test_a_killed_worker_under_max_restarts_finishes_from_the_last_checkpoint(tmp_path, tiny_models, tiny_data):
     raw = yaml.safe_load(_config(tmp_path, tiny_models, tiny_data, steps=4).read_text())
     raw["logging"]["checkpoint_every"] = 2
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(raw))
-    run = tmp_path / "run"
+    run, logs = tmp_path / "run", tmp_path / "torchrun_logs"
+    # The restart's rank 1 starts late, as a loaded machine once made it by chance: rank 0 then
+    # reads the store before rank 1 has written its new keys, and found the dead attempt's
+    # (gloo connected to a closed port). Delayed on purpose, that race is decided every time.
+    late = tmp_path / "late_rank1.py"
+    late.write_text(
+        "import os, runpy, sys, time\n"
+        "if os.environ.get('TORCHELASTIC_RESTART_COUNT') == '1' and os.environ['RANK'] == '1':\n"
+        f"    time.sleep({LATE_S})\n"
+        "sys.argv[0] = 'corl'\n"
+        "runpy.run_module('corl', run_name='__main__')\n"
+    )
     # agent1's rank is SIGKILLed before step 3 on the first attempt only; the restart resumes at step 2
     proc = _start(
-        [*TORCHRUN, "--max-restarts", "1", "-m", "corl", "train", str(config)], tmp_path, CORL_TEST_FAULT="agent1:kill:3"
+        [*TORCHRUN, "--max-restarts", "1", "--log-dir", str(logs), "--tee", "3", str(late), "train", str(config)],
+        tmp_path,
+        CORL_TEST_FAULT="agent1:kill:3",
     )
     output = proc.communicate(timeout=400)[0].decode()
-    assert proc.returncode == 0, output
-    assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3], output
+    assert proc.returncode == 0, _attempt_logs(run, logs, output)
+    assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3], _attempt_logs(run, logs, output)
     assert (run / "checkpoints" / "step_000004").is_dir()

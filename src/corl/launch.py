@@ -154,7 +154,14 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     timeout = timedelta(seconds=cfg.distributed.timeout_s)
     backend = "nccl" if device.type == "cuda" else "gloo"
     store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    # torchrun --max-restarts keeps the store its workers connect to, with every key the last
+    # attempt wrote: unprefixed, gloo would read a dead peer's listening address from it (when
+    # that peer starts later than this rank) and fail with "connection refused". Each attempt
+    # sets up its process groups under its own keys.
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    dist.init_process_group(
+        backend, store=dist.PrefixStore(f"corl-pg/{attempt}", store), rank=rank, world_size=world, timeout=timeout
+    )
     heartbeat = Heartbeat(store, rank, cfg.distributed.timeout_s, layout)
     heartbeat.start_beating()
     preemption = Preemption(cfg.distributed.preempt_grace_s, run_dir, heartbeat).__enter__()
