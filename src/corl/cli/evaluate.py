@@ -101,6 +101,23 @@ def evaluate(
     _print_table(results, task, k)
 
 
+def _greedy_and_sampled(engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts):
+    """One greedy completion and K sampled ones per prompt (seeded), advancing `name`'s bar."""
+    import torch
+
+    from corl.evaluate import sample_completions
+    from corl.rollout import SamplingParams
+
+    bar_task = bar.add_task(f"{name}", total=2 * len(prompts))
+    advance = lambda m: bar.advance(bar_task, m)  # noqa: E731
+    torch.manual_seed(seed)
+    greedy_texts, _ = sample_completions(engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance)
+    texts, lengths = sample_completions(
+        engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance
+    )
+    return greedy_texts, texts, lengths
+
+
 def _engine(name: str, engine_name: str, chat: bool):
     from corl.config import RolloutConfig
     from corl.models import load_policy
@@ -115,12 +132,10 @@ def _evaluate_math(
     models, data, split, n, k, temperature, max_new_tokens, prompt_field, answer_field, template, instruction, chat,
     group_by, batch_prompts, seed, engine_name, extract, err,
 ) -> tuple[dict, list[dict]]:  # fmt: skip
-    import torch
     from rich.progress import Progress
 
     from corl.data import DataError, PromptTemplate, build_problems, load_rows
-    from corl.evaluate import accuracy_by_group, extract_all, grade, majority_correct, pooled, sample_completions, score
-    from corl.rollout import SamplingParams
+    from corl.evaluate import accuracy_by_group, extract_all, grade, majority_correct, pooled, score
 
     try:
         rows = load_rows(data, split)[:n]
@@ -138,14 +153,8 @@ def _evaluate_math(
             engine, tok = _engine(name, engine_name, chat)
             tmpl = PromptTemplate(template, instruction, chat)
             prompts = [tmpl.render(p.texts[prompt_field], tok) for p in problems]
-            bar_task = bar.add_task(f"{name}", total=2 * len(prompts))
-            advance = lambda m, t=bar_task: bar.advance(t, m)  # noqa: E731
-            torch.manual_seed(seed)
-            greedy_texts, _ = sample_completions(
-                engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance
-            )
-            texts, lengths = sample_completions(
-                engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance
+            greedy_texts, texts, lengths = _greedy_and_sampled(
+                engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts
             )
             greedy, sampled = extract_all(greedy_texts, extract), extract_all(texts, extract)
             all_sampled.append(sampled)
@@ -224,12 +233,9 @@ def _code_prompt(row, style: str, shots, tok) -> str:
 def _evaluate_code(
     models, data, split, n, k, temperature, max_new_tokens, chat, batch_prompts, seed, engine_name, style, shots, err
 ) -> tuple[dict, list[dict]]:
-    import torch
     from rich.progress import Progress
 
     from corl.code_eval import evaluate as run_tests_on
-    from corl.evaluate import sample_completions
-    from corl.rollout import SamplingParams
     from corl.tasks.code_exec import close
 
     rows, style, few = _code_rows(data, split, n, style, chat, shots, err)
@@ -246,14 +252,8 @@ def _evaluate_code(
                 except ValueError as e:
                     err.print(f"[red]error:[/red] {name}: {e}")
                     raise typer.Exit(2) from None
-                bar_task = bar.add_task(f"{name}", total=2 * len(prompts))
-                advance = lambda m, t=bar_task: bar.advance(t, m)  # noqa: E731
-                torch.manual_seed(seed)
-                greedy_texts, _ = sample_completions(
-                    engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance
-                )
-                texts, lengths = sample_completions(
-                    engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance
+                greedy_texts, texts, lengths = _greedy_and_sampled(
+                    engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts
                 )
                 greedy = run_tests_on(rows, greedy_texts, style, ks=(1,))
                 sampled = run_tests_on(rows, texts, style, ks=ks)
