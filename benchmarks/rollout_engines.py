@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import subprocess
 import sys
@@ -34,30 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def build_model(folder: Path, steps: int) -> None:
-    import torch
-
-    from corl.tiny.families import build_random_model
-    from corl.tiny.task import make_split, prompt_text
-    from corl.tiny.tokenizers import char_tokenizer
-
-    tok = char_tokenizer()
-    model = build_random_model("llama", tok, hidden=128, layers=4, heads=4, ffn=512, seed=0)
-    rows = make_split("train", 2000, seed=0)
-    rng = random.Random(0)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(steps):
-        texts = [prompt_text(r["problem"]) + r["solution"] + tok.eos_token for r in rng.sample(rows, 16)]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        loss = model(**enc, labels=enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
+from vs_trl import build_model  # the same tiny Llama, taught the worked solutions
 
 
 def rss_mib() -> float:
