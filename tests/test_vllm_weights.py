@@ -91,6 +91,10 @@ WORKER = textwrap.dedent(
     # one file per rank: the ranks share stdout, and their lines can interleave
     with open(f"{sys.argv[1]}/rank{rank}.json", "w") as f:
         json.dump({"rank": rank, "sharded": len(sharded), "same": same}, f)
+    # Neither rank tears its gloo pairs down while the other may still be reading from them:
+    # without this, a rank finishing first once aborted its peer ("terminate called without
+    # an active exception") in CI.
+    dist.barrier()
     dist.destroy_process_group()
     """
 )
