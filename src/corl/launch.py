@@ -159,6 +159,8 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     # that peer starts later than this rank) and fail with "connection refused". Each attempt
     # sets up its process groups under its own keys.
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if rank == 0 and attempt != "0":
+        _file_away_failure(run_dir, int(attempt) - 1)
     dist.init_process_group(
         backend, store=dist.PrefixStore(f"corl-pg/{attempt}", store), rank=rank, world_size=world, timeout=timeout
     )
@@ -226,6 +228,14 @@ def _data_parallel(
         mesh=dp_mesh if fsdp else None,
         device=device,
     )
+
+
+def _file_away_failure(run_dir: Path, attempt: int) -> None:
+    """A restarted attempt keeps the last one's failure.json as failure-attempt<N>.json: the
+    file a user reads names this attempt's failure (first writer wins), if there is one."""
+    failure = run_dir / FAILURE_FILE
+    if failure.is_file():
+        failure.replace(run_dir / f"failure-attempt{attempt}.json")
 
 
 def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbeat, err: BaseException) -> None:

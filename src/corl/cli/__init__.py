@@ -24,6 +24,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+@app.callback()
+def _not_inside_a_multiprocessing_child() -> None:
+    # why: a worker started with "spawn" (corl's answer checkers are) re-runs the parent's main
+    # script with the parent's sys.argv. A script that calls corl without an
+    # `if __name__ == "__main__":` guard would then start a second, silent copy of the run
+    # in every worker (same rank, same gloo peers): refuse loudly instead. `_inheriting` is
+    # the flag the standard library itself checks for this (multiprocessing.spawn).
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(
+            "corl: the command was started again inside a multiprocessing worker, which re-ran the main script: "
+            'put the code that runs corl under `if __name__ == "__main__":`'
+        )
+
+
 _COMMAND_MODULES = ("train", "evaluate", "quickstart", "theory", "diversity", "rephrase", "suite")
 
 for _name in _COMMAND_MODULES:
