@@ -27,13 +27,23 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     assert kinds == ["models", "seed", "seed"]
     assert all(-1.0 <= p["kappa"] <= 1.0 for p in out["diversity"])
     assert out["wall_time_s"] > 0 and out["claims"]
+    # every method's two agents vote together: 4 T=1 samples each (the paper's Table 10)
+    assert set(out["ensembles"]) == {"base", "ttrl", "co-rl", "gt"} and {e["k"] for e in out["ensembles"].values()} == {8}
+    assert all(len(e["correct"]) == 16 for e in out["ensembles"].values())  # one vote per test problem
+    texts = [c["claim"] for c in out["claims"]]
+    assert (
+        "GT-Reward gains >= 8 points for every agent" in texts
+        and "co-rl ensemble beats the ttrl ensemble (pooled maj@8)" in texts
+    )
+    for c in out["claims"]:  # a tie holds only where the claim says ">="
+        assert c["holds"] == (c["margin"] >= 0 if c["claim"].startswith("Co-RL >= TTRL") else c["margin"] > 0), c
     # the options reach every run's `corl train` config, and the curves start at the base model
     run = tmp_path / "qs" / "seed0" / "co-rl"
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     assert cfg["cohort"]["min_agreement"] == 0.25 and {a["lr"] for a in cfg["agents"]} == {3e-5}
     assert read_metrics(run, "val")[0]["step"] == -1
     report = (tmp_path / "qs" / "report.md").read_text()
-    assert "Table 1" in report and "kappa" in report
+    assert "Table 1" in report and "kappa" in report and "Table 10" in report and "margin" in report
     assert f"Wall time: {out['wall_time_s']} s" in report and "at least 25% of" in report
     assert (tmp_path / "qs" / "dynamics.png").stat().st_size > 0
     assert (tmp_path / "qs" / "peer_signal.png").stat().st_size > 0

@@ -68,6 +68,9 @@ class QuickstartOptions:
     families: tuple[str, ...] = ("llama-char", "qwen2-bpe")
     methods: tuple[str, ...] = DEFAULT_METHODS
     seeds: int = 1
+    # The whole pipeline's seed: 0 is the embedded default; s > 0 pretrains every family as its
+    # seed sibling (corl.tiny.families.sibling, seed + 100 s) and numbers the RL seeds from s.
+    seed: int = 0
     steps: int = 25
     prompts_per_step: int = 16
     samples_per_prompt: int = 8
@@ -111,12 +114,14 @@ class QuickstartOptions:
 
 def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
     """Each family's pretrained base (cached; rebuilt deterministically when missing)."""
-    from corl.tiny.families import get_family
+    from corl.tiny.families import get_family, sibling
     from corl.tiny.pretrain import ensure_pretrained
 
     out = {}
     for name in opts.families:
         spec = get_family(name)
+        if opts.seed:
+            spec = sibling(spec, spec.seed + 100 * opts.seed)
         if opts.pretrain_steps is not None:
             spec = dataclasses.replace(spec, steps=opts.pretrain_steps)
         out[name] = ensure_pretrained(spec, progress=opts.progress)
@@ -142,6 +147,8 @@ def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, 
     sampled_ok = grade(sampled, gold)
     return {
         "greedy": sum(greedy_ok) / len(greedy_ok),
+        "greedy_correct": [int(c) for c in greedy_ok],  # per problem: the claims' paired noise
+        "samples": sampled,  # every T=1 answer: the pooled ensembles (dropped from results.json)
         "greedy_by_type": accuracy_by_group(greedy_ok, types),
         f"avg@{k}": sum(map(sum, sampled_ok)) / (len(gold) * k),
         "mean_length": sum(lengths) / len(lengths),
@@ -162,6 +169,7 @@ def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[
             ea, eb = base_evals[a], base_evals[b]
             rows.append(
                 pair_stats(a, b, ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"]).as_dict()
+                | {"correct_a": ea["sample_correct"], "correct_b": eb["sample_correct"]}
             )
     for a in names:
         ea, eb = base_evals[a], resampled[a]
@@ -175,6 +183,7 @@ def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[
                 eb["sample_answers"],
                 kind="seed",
             ).as_dict()
+            | {"correct_a": ea["sample_correct"], "correct_b": eb["sample_correct"]}
         )
     return rows
 
@@ -271,7 +280,7 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
     say("3/4 training every method under the same budget")
     per_seed: list[dict] = []
     skipped: list[str] = []
-    for seed in range(opts.seeds):
+    for seed in range(opts.seed, opts.seed + opts.seeds):
         methods: dict[str, dict] = {"base": base} if "base" in opts.methods else {}
         spent: dict[str, float] = {}  # seconds of each method's runs and evaluations, this seed
         for method in opts.methods:
@@ -279,7 +288,7 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
                 continue
             if method not in ESSENTIAL:
                 finish = predicted_finish(method, spent, time.perf_counter() - start)
-                deadline = opts.budget_s * (seed + 1) / opts.seeds
+                deadline = opts.budget_s * (seed - opts.seed + 1) / opts.seeds
                 if finish > deadline:
                     skipped.append(f"{method} (seed {seed}): would end at ~{finish:.0f} s, past the {deadline:.0f} s budget")
                     say(
@@ -293,7 +302,7 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
         per_seed.append(methods)
 
     say("4/4 report")
-    results = summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start)
+    results = summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start, gold=test[1])
     results["base_eval_seconds"] = round(t_base, 1)
     from corl.report import write_report
 
@@ -336,8 +345,8 @@ def _mean_std(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
 
 
-def summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed) -> dict:
-    """Per-method, per-agent test accuracies (mean +- std over seeds) and the paper's claims."""
+def summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed, gold: list[str] | None = None) -> dict:
+    """Per-method, per-agent test accuracies (mean +- std over seeds), the pooled ensembles and the paper's claims."""
     methods: dict[str, dict] = {}
     for method in per_seed[0]:
         agents = per_seed[0][method]
@@ -358,54 +367,49 @@ def summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed) -> dict
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(opts).items()},
         "diversity": pairs,
         "methods": methods,
+        "vectors": per_problem(per_seed),
+        "ensembles": pooled_ensembles(per_seed, gold) if gold is not None else {},
         "skipped": skipped,
         "cohort_seconds": round(t_cohort, 1),
     }
-    results["claims"] = check_claims(results)
+    from corl.claims import check_claims
+
+    results["claims"] = check_claims(results["vectors"], results["ensembles"], pairs, reward_std_trend(results))
     return results
 
 
-def _acc(methods, method, agent) -> float | None:
-    entry = methods.get(method, {}).get(agent)
-    return entry["greedy"]["mean"] if entry else None
+def per_problem(per_seed: list[dict]) -> dict[str, dict[str, list[int]]]:
+    """method -> agent -> greedy correctness per test problem, the seeds one after another."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for seed in per_seed:
+        for method, agents in seed.items():
+            for agent, e in agents.items():
+                if "greedy_correct" in e:
+                    out.setdefault(method, {}).setdefault(agent, []).extend(e["greedy_correct"])
+    return out
 
 
-def check_claims(results: dict) -> list[dict]:
-    """The paper's expectations, each with the numbers that decide it."""
-    m = results["methods"]
-    agents = [a for a in m.get("base", {})]
-    claims = []
-    if "co-rl" in m and agents:
-        pairs = [(a, _acc(m, "base", a), _acc(m, "co-rl", a)) for a in agents]
-        claims.append(
-            {
-                "claim": "Co-RL above Base for every agent",
-                "holds": all(c > b for _, b, c in pairs),
-                "numbers": {a: {"base": b, "co-rl": c} for a, b, c in pairs},
-            }
-        )
-    if "co-rl" in m and "ttrl" in m:
-        corl = statistics.fmean(_acc(m, "co-rl", a) for a in m["co-rl"])
-        ttrl = statistics.fmean(_acc(m, "ttrl", a) for a in m["ttrl"])
-        claims.append(
-            {"claim": "Co-RL >= TTRL on the cohort average", "holds": corl >= ttrl, "numbers": {"co-rl": corl, "ttrl": ttrl}}
-        )
-    cross = [p["kappa"] for p in results["diversity"] if p["kind"] == "models"]
-    seed = [p["kappa"] for p in results["diversity"] if p["kind"] == "seed"]
-    if cross and seed:
-        claims.append(
-            {
-                "claim": "cross-family kappa below the seed-only kappa",
-                "holds": max(cross) < min(seed),
-                "numbers": {"cross_family": cross, "seed_only": seed},
-            }
-        )
-    std = reward_std_trend(results)
-    if std:
-        claims.append(
-            {"claim": "TTRL's reward std falls faster than Co-RL's", "holds": std["ttrl"] < std["co-rl"], "numbers": std}
-        )
-    return claims
+def pooled_ensembles(per_seed: list[dict], gold: list[str]) -> dict[str, dict]:
+    """The paper's Table 10: every method's agents vote together (pooled maj@k over all their
+    T=1 samples: the same number of samples for every method, so budget-matched)."""
+    from corl.evaluate import majority_correct, pooled
+
+    out: dict[str, dict] = {}
+    for method in per_seed[0]:
+        correct, accs, k = [], [], 0
+        for seed in per_seed:
+            agents = seed.get(method, {})
+            sets = [e["samples"] for e in agents.values() if "samples" in e]
+            if len(sets) < 2:
+                break
+            votes = pooled(sets)
+            k = len(votes[0])
+            hits = [int(c) for c in majority_correct(votes, gold)]
+            correct += hits
+            accs.append(sum(hits) / len(hits))
+        else:
+            out[method] = {"maj": _mean_std(accs), "k": k, "correct": correct}
+    return out
 
 
 def reward_std_trend(results: dict) -> dict[str, float] | None:

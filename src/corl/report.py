@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from corl.claims import describe
 from corl.tracking import read_metrics
 
 
@@ -30,6 +31,40 @@ def results_table(results: dict) -> str:
             cells = [_fmt(e["greedy_by_type"][t]) for t in types]
             lines.append(f"| {method} | {agent} | " + " | ".join(cells) + f" | **{_fmt(e['greedy'])}** | {_fmt(e['avg@4'])} |")
     return "\n".join(lines)
+
+
+def ensembles_table(ensembles: dict) -> str:
+    """One row per method: the pooled majority of all its agents' T=1 samples on the test split."""
+    lines = ["| method | pooled maj@k | k |", "|---|---|---|"]
+    for method, e in ensembles.items():
+        lines.append(f"| {method} | {_fmt(e['maj'])} | {e['k']} |")
+    return "\n".join(lines)
+
+
+def _numbers(numbers: dict) -> str:
+    """A claim's numbers with floats at 3 decimals (the raw ones are in results.json)."""
+
+    def short(v):
+        if isinstance(v, float):
+            return round(v, 3)
+        if isinstance(v, dict):
+            return {k: short(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [short(x) for x in v]
+        return v
+
+    return str(short(numbers))
+
+
+def smoothed(ys: list[float], window: int) -> list[float]:
+    """Trailing moving average over `window` points (fewer at the start)."""
+    out, total = [], 0.0
+    for i, y in enumerate(ys):
+        total += y
+        if i >= window:
+            total -= ys[i - window]
+        out.append(total / min(i + 1, window))
+    return out
 
 
 def diversity_table(pairs: list[dict]) -> str:
@@ -79,10 +114,16 @@ def plot_dynamics(results: dict, path: Path) -> Path | None:
         ("train", "completion_length", "completion length (tokens)"),
     ]
     for ax, (kind, metric, title) in zip(axes, panels):
-        for method, agent, run in runs:
+        for i, (method, agent, run) in enumerate(runs):
             xs, ys = _series(read_metrics(run, kind), f"{agent}/{metric}")
-            if xs:
-                ax.plot(xs, ys, marker="o" if kind == "val" else None, ms=3, label=f"{method}: {agent}")
+            if not xs:
+                continue
+            color = f"C{i % 10}"
+            if kind == "val":  # a few points: as measured
+                ax.plot(xs, ys, marker="o", ms=3, color=color, label=f"{method}: {agent}")
+            else:  # a noisy point per step: the raw curve faint, a moving average over it
+                ax.plot(xs, ys, color=color, alpha=0.2, lw=0.8)
+                ax.plot(xs, smoothed(ys, max(1, len(ys) // 8)), color=color, lw=1.6, label=f"{method}: {agent}")
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -158,9 +199,15 @@ def write_report(results: dict, out: Path) -> Path:
         "## The paper's expectations, as measured here",
         "",
     ]
+    lines += [
+        "Margin: the measured quantity minus the claim's threshold (positive = holds). ± is two standard errors over "
+        "the test problems (paired; kappa: bootstrap); 'within noise' means the verdict could flip on another draw.",
+        "",
+    ]
     for claim in results["claims"]:
-        verdict = "reproduced" if claim["holds"] else "**not reproduced**"
-        lines.append(f"- {claim['claim']}: {verdict} — `{claim['numbers']}`")
+        lines.append(f"- {describe(claim)} — `{_numbers(claim['numbers'])}`")
+    if results.get("ensembles"):
+        lines += ["", "## Budget-matched ensembles (the paper's Table 10)", "", ensembles_table(results["ensembles"])]
     if results.get("skipped"):
         lines += ["", "Skipped: " + "; ".join(results["skipped"])]
     if fig4:

@@ -16,6 +16,11 @@ def quickstart(
     ),
     families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.tiny.families)."),
     seeds: int = typer.Option(1, min=1, help="Repeat the RL runs with N seeds; report mean ± std."),
+    seed: int = typer.Option(
+        0,
+        min=0,
+        help="Seed of the whole pipeline: 0 is the embedded default; S > 0 pretrains every family anew (its seed sibling).",
+    ),
     # None = the default of corl.quickstart.QuickstartOptions (not imported here: it loads torch).
     steps: int | None = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 25."),
     lr: float | None = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 5e-5."),
@@ -43,6 +48,7 @@ def quickstart(
         methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
         families=tuple(f.strip() for f in families.split(",") if f.strip()),
         seeds=seeds,
+        seed=seed,
         budget_s=budget_minutes * 60,
         **chosen,
     )
@@ -60,12 +66,13 @@ def quickstart(
     if as_json:
         print(json.dumps(results))
         return
-    from corl.report import diversity_table, results_table
+    from corl.claims import describe
+    from corl.report import diversity_table, ensembles_table, results_table
 
     # Markdown tables print as they are (a console would wrap them): they paste into notes.
-    print(results_table(results), diversity_table(results["diversity"]), sep="\n\n")
+    print(results_table(results), diversity_table(results["diversity"]), ensembles_table(results["ensembles"]), sep="\n\n")
     for claim in results["claims"]:
-        print(f"- {claim['claim']}: {'reproduced' if claim['holds'] else 'NOT reproduced'} {claim['numbers']}")
+        print("- " + describe(claim).replace("**not reproduced**", "NOT reproduced"))
     print(f"\nwall time {results['wall_time_s']} s; report: {results['report']}")
 
 

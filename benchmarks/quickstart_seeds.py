@@ -1,0 +1,100 @@
+"""The embedded default over several whole-pipeline seeds: are its claims more than one draw?
+
+    python benchmarks/quickstart_seeds.py                 # seeds 0 1 2, each a first run
+    python benchmarks/quickstart_seeds.py --seeds 0 1 2 3 --out runs/quickstart-seeds
+
+Each seed runs `corl quickstart --seed S --json` as a user would, in its own process, with
+an empty tiny-model cache (CORL_CACHE under --out): pretraining included, so each seed's
+wall time is a first run's. Seed 0 is exactly the embedded default; seed S > 0 pretrains
+every family as its seed sibling and trains with RL seed S.
+
+Prints, as markdown: every claim's margin as mean ± std over seeds, how many seeds it held
+in and how many of those were within noise; each method's greedy test accuracy per agent
+(mean ± std); the pooled ensembles; and each seed's wall time. Writes the same to
+OUT/summary.md and every seed's results to OUT/seed<S>/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
+    env = {**os.environ, "CORL_CACHE": str(out / f"cache-seed{seed}")}
+    cmd = [sys.executable, "-m", "corl", "quickstart", "--seed", str(seed), "--out", str(out / f"seed{seed}"), "--json", *extra]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"seed {seed} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    results = json.loads(proc.stdout)
+    results["process_seconds"] = round(time.perf_counter() - start, 1)
+    return results
+
+
+def _ms(values: list[float], scale: float = 100.0) -> str:
+    mean = statistics.fmean(values) * scale
+    std = statistics.pstdev(values) * scale if len(values) > 1 else 0.0
+    return f"{mean:.1f} ± {std:.1f}"
+
+
+def summary(runs: dict[int, dict]) -> str:
+    seeds = sorted(runs)
+    lines = [f"Seeds: {', '.join(map(str, seeds))} (each a first run: pretraining included).", ""]
+    lines += ["| claim | margin (mean ± std) | held in | within noise |", "|---|---|---|---|"]
+    texts = list(dict.fromkeys(c["claim"] for r in runs.values() for c in r["claims"]))
+    for text in texts:
+        found = [c for s in seeds for c in runs[s]["claims"] if c["claim"] == text]
+        margins = [c["margin"] for c in found]
+        held = sum(c["holds"] for c in found)
+        noisy = sum(c["within_noise"] for c in found)
+        lines.append(f"| {text} | {_ms(margins, 1.0).replace(' ± ', ' ± ')} | {held}/{len(found)} | {noisy}/{len(found)} |")
+    lines += ["", "Greedy test accuracy (%), mean ± std over seeds:", ""]
+    first = runs[seeds[0]]
+    agents = list(first["families"])
+    lines += ["| method | " + " | ".join(agents) + " | average |", "|---|" + "---|" * (len(agents) + 1)]
+    for method in first["methods"]:
+        cells, avgs = [], []
+        for a in agents:
+            vals = [runs[s]["methods"][method][a]["greedy"]["mean"] for s in seeds if a in runs[s]["methods"].get(method, {})]
+            cells.append(_ms(vals) if vals else "-")
+        for s in seeds:
+            entry = runs[s]["methods"].get(method, {})
+            if entry:
+                avgs.append(statistics.fmean(e["greedy"]["mean"] for e in entry.values()))
+        lines.append(f"| {method} | " + " | ".join(cells) + f" | {_ms(avgs)} |")
+    if first.get("ensembles"):
+        lines += ["", "Pooled ensembles (maj@k over the cohort's T=1 samples, %):", "", "| method | maj@k |", "|---|---|"]
+        for method in first["ensembles"]:
+            vals = [runs[s]["ensembles"][method]["maj"]["mean"] for s in seeds if method in runs[s].get("ensembles", {})]
+            lines.append(f"| {method} | {_ms(vals)} |")
+    walls = [runs[s]["wall_time_s"] for s in seeds]
+    lines += ["", "Wall time per seed (first run, s): " + ", ".join(f"{w:.0f}" for w in walls) + f"; max {max(walls):.0f}"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=Path("runs/quickstart-seeds"))
+    parser.add_argument("quickstart_args", nargs="*", help="passed to corl quickstart after --")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs = {}
+    for seed in args.seeds:
+        print(f"seed {seed}: corl quickstart --seed {seed} ...", file=sys.stderr, flush=True)
+        runs[seed] = run_seed(seed, args.out, args.quickstart_args)
+        print(f"seed {seed}: {runs[seed]['wall_time_s']:.0f} s", file=sys.stderr, flush=True)
+    text = summary(runs)
+    (args.out / "summary.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

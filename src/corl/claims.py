@@ -1,0 +1,153 @@
+"""The paper's expectations, checked on the embedded default's measurements, each with the
+margin it held (or failed) by and the noise of that margin.
+
+A claim is a dict: {"claim", "holds", "margin", "noise", "within_noise", "numbers"}.
+`margin` is the measured quantity minus the claim's threshold (positive = holds); `noise`
+is two standard errors of that margin over the test problems (None where there is no
+per-problem measurement to estimate it from); `within_noise` is |margin| < noise: the
+verdict could flip on another draw of the test set or another seed.
+
+Per-problem vectors (0/1 correctness on the same test problems, concatenated over RL
+seeds) give paired standard errors: sd(x - y) / sqrt(n). Kappa's noise is a bootstrap
+over problems (fixed resampling seed, so a report is reproducible).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Sequence
+
+GT_GAIN = 0.08  # the issue's bar for "RL moves the bases": GT-Reward gains >= 8 points per agent
+
+
+def paired_se(x: Sequence[float], y: Sequence[float]) -> float:
+    """Standard error of mean(x) - mean(y) for paired per-problem scores."""
+    if len(x) != len(y) or not x:
+        raise ValueError(f"paired vectors need the same, non-zero length ({len(x)} vs {len(y)})")
+    d = [a - b for a, b in zip(x, y)]
+    return statistics.pstdev(d) / math.sqrt(len(d)) if len(d) > 1 else 0.0
+
+
+def _mean(v: Sequence[float]) -> float:
+    return sum(v) / len(v)
+
+
+def claim(text: str, margin: float, noise: float | None, numbers: dict, strict: bool = True) -> dict:
+    return {
+        "claim": text,
+        "holds": margin > 0 if strict else margin >= 0,
+        "margin": margin,
+        "noise": noise,
+        "within_noise": noise is not None and abs(margin) < noise,
+        "numbers": numbers,
+    }
+
+
+def _per_agent(vectors: dict, method: str) -> dict[str, list[float]]:
+    return vectors.get(method, {})
+
+
+def beats_base(vectors: dict, method: str, text: str, threshold: float = 0.0) -> dict | None:
+    """`method` above Base by more than `threshold` for every agent; the margin is the worst agent's."""
+    base, new = _per_agent(vectors, "base"), _per_agent(vectors, method)
+    agents = [a for a in new if a in base]
+    if not agents:
+        return None
+    rows = {}
+    for a in agents:
+        b = base[a] * (len(new[a]) // len(base[a]))  # the base is measured once: pair it with every seed
+        rows[a] = {
+            "base": _mean(b),
+            method: _mean(new[a]),
+            "margin": _mean(new[a]) - _mean(b) - threshold,
+            "noise": 2 * paired_se(new[a], b),
+        }
+    worst = min(rows, key=lambda a: rows[a]["margin"])
+    return claim(text, rows[worst]["margin"], rows[worst]["noise"], rows)
+
+
+def cohort_average(vectors: dict, better: str, worse: str, text: str) -> dict | None:
+    """Per-problem accuracy averaged over the cohort's agents: `better` >= `worse`."""
+    if better not in vectors or worse not in vectors:
+        return None
+    x = [_mean(col) for col in zip(*vectors[better].values())]
+    y = [_mean(col) for col in zip(*vectors[worse].values())]
+    return claim(text, _mean(x) - _mean(y), 2 * paired_se(x, y), {better: _mean(x), worse: _mean(y)}, strict=False)
+
+
+def ensembles(pooled: dict, better: str, worse: str) -> dict | None:
+    """The paper's Table 10: the pooled majority of `better`'s cohort vs `worse`'s (budget-matched)."""
+    if better not in pooled or worse not in pooled:
+        return None
+    x, y = pooled[better]["correct"], pooled[worse]["correct"]
+    k = pooled[better]["k"]
+    text = f"{better} ensemble beats the {worse} ensemble (pooled maj@{k})"
+    return claim(text, _mean(x) - _mean(y), 2 * paired_se(x, y), {better: _mean(x), worse: _mean(y)})
+
+
+def kappa_gap(diversity: list[dict], bootstrap: int = 200) -> dict | None:
+    """Cross-family kappa below every seed-only kappa; noise: 2 bootstrap sds of the gap."""
+    from corl.diversity.metrics import cohens_kappa, contingency
+
+    cross = [p for p in diversity if p["kind"] == "models"]
+    seed = [p for p in diversity if p["kind"] == "seed"]
+    if not cross or not seed:
+        return None
+
+    def gap(rows: Sequence[int] | None) -> float:
+        def k(p):
+            a, b = p["correct_a"], p["correct_b"]
+            if rows is not None:
+                a, b = [a[i] for i in rows], [b[i] for i in rows]
+            return cohens_kappa(contingency(a, b))
+
+        return min(k(p) for p in seed) - max(k(p) for p in cross)
+
+    noise = None
+    if all("correct_a" in p for p in cross + seed):
+        n = len(cross[0]["correct_a"])
+        rng = random.Random(0)
+        draws = [gap([rng.randrange(n) for _ in range(n)]) for _ in range(bootstrap)]
+        noise = 2 * statistics.pstdev(draws)
+    numbers = {"cross_family": [p["kappa"] for p in cross], "seed_only": [p["kappa"] for p in seed]}
+    margin = min(numbers["seed_only"]) - max(numbers["cross_family"])
+    return claim("cross-family kappa below the seed-only kappa", margin, noise, numbers)
+
+
+def reward_std(std: dict[str, float] | None) -> dict | None:
+    """TTRL's normalized reward std ends below Co-RL's (self-reward collapses its own signal)."""
+    if not std:
+        return None
+    return claim("TTRL's reward std falls faster than Co-RL's", std["co-rl"] - std["ttrl"], None, std)
+
+
+def check_claims(vectors: dict, pooled: dict, diversity: list[dict], std: dict[str, float] | None) -> list[dict]:
+    """Every claim the measurements can decide, in the report's order.
+
+    Args:
+        vectors: method -> agent -> per-problem greedy correctness (0/1), seeds concatenated.
+        pooled: method -> {"correct": per-problem pooled-majority correctness, "k": votes}.
+        diversity: corl.diversity pair rows (with "correct_a"/"correct_b" for the bootstrap).
+        std: method -> mean normalized reward std late in training (or None).
+    """
+    found = [
+        beats_base(vectors, "gt", f"GT-Reward gains >= {100 * GT_GAIN:.0f} points for every agent", threshold=GT_GAIN),
+        beats_base(vectors, "co-rl", "Co-RL above Base for every agent"),
+        cohort_average(vectors, "co-rl", "ttrl", "Co-RL >= TTRL on the cohort average"),
+        ensembles(pooled, "co-rl", "ttrl"),
+        kappa_gap(diversity),
+        reward_std(std),
+    ]
+    return [c for c in found if c is not None]
+
+
+def describe(c: dict) -> str:
+    """One line of the report: verdict, margin, noise."""
+    verdict = "reproduced" if c["holds"] else "**not reproduced**"
+    if c["noise"] is None:
+        size = f"margin {c['margin']:+.3f} (no noise estimate)"
+    else:
+        size = f"margin {c['margin']:+.3f} ± {c['noise']:.3f}" + (", within noise" if c["within_noise"] else "")
+    return f"{c['claim']}: {verdict} — {size}"
