@@ -35,6 +35,12 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
         "GT-Reward gains >= 8 points for every agent" in texts
         and "co-rl ensemble beats the ttrl ensemble (pooled maj@8)" in texts
     )
+    # Theorem 1's regime of the bases, on the validation split: sampled accuracy per type and the pair's sums
+    sums = out["regime"]["pair_sums"]["llama-char+qwen2-bpe"]
+    by = out["regime"]["sampled_by_type"]
+    assert all(abs(sums[t] - by["llama-char"][t] - by["qwen2-bpe"][t]) < 1e-12 for t in sums)
+    assert texts[0] == "bases in Theorem 1's regime (per-type p_A + p_B > 1, validation)"
+    assert abs(out["claims"][0]["margin"] - (min(sums.values()) - 1)) < 1e-12
     for c in out["claims"]:  # a tie holds only where the claim says ">="
         assert c["holds"] == (c["margin"] >= 0 if c["claim"].startswith("Co-RL >= TTRL") else c["margin"] > 0), c
     # the options reach every run's `corl train` config, and the curves start at the base model
@@ -44,6 +50,7 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     assert read_metrics(run, "val")[0]["step"] == -1
     report = (tmp_path / "qs" / "report.md").read_text()
     assert "Table 1" in report and "kappa" in report and "Table 10" in report and "margin" in report
+    assert "| sum llama-char+qwen2-bpe |" in report
     assert f"Wall time: {out['wall_time_s']} s" in report and "at least 25% of" in report
     assert (tmp_path / "qs" / "dynamics.png").stat().st_size > 0
     assert (tmp_path / "qs" / "peer_signal.png").stat().st_size > 0

@@ -123,7 +123,19 @@ def reward_std(std: dict[str, float] | None) -> dict | None:
     return claim("TTRL's reward std falls faster than Co-RL's", std["co-rl"] - std["ttrl"], None, std)
 
 
-def check_claims(vectors: dict, pooled: dict, diversity: list[dict], std: dict[str, float] | None) -> list[dict]:
+def in_regime(regime: dict | None) -> dict | None:
+    """Theorem 1's condition before RL: every pair's sampled accuracies sum above 1 on every type."""
+    if not regime or not regime.get("pair_sums"):
+        return None
+    sums = {(pair, t): v for pair, by in regime["pair_sums"].items() for t, v in by.items()}
+    worst = min(sums, key=sums.get)
+    numbers = {"worst": f"{worst[0]} on {worst[1]}", "sum": sums[worst]}
+    return claim("bases in Theorem 1's regime (per-type p_A + p_B > 1, validation)", sums[worst] - 1.0, None, numbers)
+
+
+def check_claims(
+    vectors: dict, pooled: dict, diversity: list[dict], std: dict[str, float] | None, regime: dict | None = None
+) -> list[dict]:
     """Every claim the measurements can decide, in the report's order.
 
     Args:
@@ -131,8 +143,10 @@ def check_claims(vectors: dict, pooled: dict, diversity: list[dict], std: dict[s
         pooled: method -> {"correct": per-problem pooled-majority correctness, "k": votes}.
         diversity: corl.diversity pair rows (with "correct_a"/"correct_b" for the bootstrap).
         std: method -> mean normalized reward std late in training (or None).
+        regime: corl.quickstart.regime's measurement of the bases (or None).
     """
     found = [
+        in_regime(regime),
         beats_base(vectors, "gt", f"GT-Reward gains >= {100 * GT_GAIN:.0f} points for every agent", threshold=GT_GAIN),
         beats_base(vectors, "co-rl", "Co-RL above Base for every agent"),
         cohort_average(vectors, "co-rl", "ttrl", "Co-RL >= TTRL on the cohort average"),

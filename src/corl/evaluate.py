@@ -107,12 +107,13 @@ def pooled(answer_sets: Sequence[Answers]) -> Answers:
     return [sum((list(s[b]) for s in answer_sets), []) for b in range(len(answer_sets[0]))]
 
 
-def accuracy_by_group(correct: Sequence[bool], groups: Sequence[str]) -> dict[str, float]:
-    """Mean correctness per group label (e.g. problem type or MATH level)."""
-    totals: dict[str, list[int]] = {}
+def accuracy_by_group(correct: Sequence[float], groups: Sequence[str]) -> dict[str, float]:
+    """Mean correctness per group label (e.g. problem type or MATH level); a score may be a
+    fraction (a problem's share of correct samples)."""
+    totals: dict[str, list[float]] = {}
     for c, g in zip(correct, groups, strict=True):
-        t = totals.setdefault(g, [0, 0])
-        t[0] += int(c)
+        t = totals.setdefault(g, [0.0, 0])
+        t[0] += float(c)
         t[1] += 1
     return {g: hit / n for g, (hit, n) in sorted(totals.items())}
 

@@ -85,6 +85,7 @@ class QuickstartOptions:
     train_size: int = 2000
     val_size: int = 64
     test_size: int = 200
+    regime_size: int = 200  # validation problems on which the bases' Theorem-1 regime is measured
     eval_every: int = 10
     budget_s: float = 600.0  # optional methods (beyond ESSENTIAL) run only if predicted to finish within it
     pretrain_steps: int | None = None  # override the families' pretraining steps (CI smoke)
@@ -102,6 +103,7 @@ class QuickstartOptions:
             train_size=64,
             val_size=8,
             test_size=16,
+            regime_size=16,
             eval_every=1,
             pretrain_steps=10,
             out=out,
@@ -128,11 +130,23 @@ def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
     return out
 
 
-def test_split(opts: QuickstartOptions) -> tuple[list[str], list[str], list[str]]:
-    """(problems, answers, types) of the held-out test split."""
-    rows = load_rows(f"tiny:test:{opts.test_size}")
-    problems, gold = build_problems(rows, "tiny:test", ["problem"], answer_field="answer")
+def test_split(opts: QuickstartOptions, split: str = "test", size: int | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(problems, answers, types) of the held-out test split (or another split of the task)."""
+    rows = load_rows(f"tiny:{split}:{size or opts.test_size}")
+    problems, gold = build_problems(rows, f"tiny:{split}", ["problem"], answer_field="answer")
     return [p.texts["problem"] for p in problems], [gold[p.id] for p in problems], [r["type"] for r in rows]
+
+
+def regime(base_val: dict[str, dict]) -> dict:
+    """Theorem 1's condition on the validation split, before RL: per problem type, each agent's
+    sampled (T=1) accuracy and, for every pair, their sum (> 1: peer labels beat self labels)."""
+    names = list(base_val)
+    types = sorted(base_val[names[0]]["sampled_by_type"])
+    per_agent = {n: base_val[n]["sampled_by_type"] for n in names}
+    pair_sums = {
+        f"{a}+{b}": {t: per_agent[a][t] + per_agent[b][t] for t in types} for i, a in enumerate(names) for b in names[i + 1 :]
+    }
+    return {"sampled_by_type": per_agent, "pair_sums": pair_sums, "sampled": {n: base_val[n]["avg@4"] for n in names}}
 
 
 def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, seed: int = 0) -> dict:
@@ -150,6 +164,7 @@ def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, 
         "greedy_correct": [int(c) for c in greedy_ok],  # per problem: the claims' paired noise
         "samples": sampled,  # every T=1 answer: the pooled ensembles (dropped from results.json)
         "greedy_by_type": accuracy_by_group(greedy_ok, types),
+        "sampled_by_type": accuracy_by_group([sum(c) / k for c in sampled_ok], types),
         f"avg@{k}": sum(map(sum, sampled_ok)) / (len(gold) * k),
         "mean_length": sum(lengths) / len(lengths),
         # the first sample of each problem, for the error-decoupling analysis
@@ -275,6 +290,8 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
         base[name] = evaluate_model(model, tok, test, opts, seed=0)
         resampled[name] = evaluate_model(model, tok, test, opts, k=1, seed=2)
     pairs = decoupling(base, resampled)
+    val = test_split(opts, "validation", opts.regime_size)
+    base_regime = regime({name: evaluate_model(*load_policy(str(path)), val, opts, seed=0) for name, path in cohort.items()})
     t_base = time.perf_counter() - start - t_cohort
 
     say("3/4 training every method under the same budget")
@@ -302,7 +319,9 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
         per_seed.append(methods)
 
     say("4/4 report")
-    results = summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start, gold=test[1])
+    results = summarize(
+        opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start, gold=test[1], regime=base_regime
+    )
     results["base_eval_seconds"] = round(t_base, 1)
     from corl.report import write_report
 
@@ -345,7 +364,9 @@ def _mean_std(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
 
 
-def summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed, gold: list[str] | None = None) -> dict:
+def summarize(
+    opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed, gold: list[str] | None = None, regime: dict | None = None
+) -> dict:
     """Per-method, per-agent test accuracies (mean +- std over seeds), the pooled ensembles and the paper's claims."""
     methods: dict[str, dict] = {}
     for method in per_seed[0]:
@@ -369,12 +390,13 @@ def summarize(opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed, gold: l
         "methods": methods,
         "vectors": per_problem(per_seed),
         "ensembles": pooled_ensembles(per_seed, gold) if gold is not None else {},
+        "regime": regime,
         "skipped": skipped,
         "cohort_seconds": round(t_cohort, 1),
     }
     from corl.claims import check_claims
 
-    results["claims"] = check_claims(results["vectors"], results["ensembles"], pairs, reward_std_trend(results))
+    results["claims"] = check_claims(results["vectors"], results["ensembles"], pairs, reward_std_trend(results), regime)
     return results
 
 

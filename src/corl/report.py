@@ -33,6 +33,18 @@ def results_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def regime_table(regime: dict) -> str:
+    """The bases' sampled (T=1) validation accuracy per type, and every pair's per-type sum."""
+    per_agent = regime["sampled_by_type"]
+    types = sorted(next(iter(per_agent.values())))
+    lines = ["| base | " + " | ".join(types) + " | avg@4 |", "|---|" + "---|" * (len(types) + 1)]
+    for name, by in per_agent.items():
+        lines.append(f"| {name} | " + " | ".join(f"{by[t]:.2f}" for t in types) + f" | {regime['sampled'][name]:.2f} |")
+    for pair, by in regime["pair_sums"].items():
+        lines.append(f"| sum {pair} | " + " | ".join(("**" if by[t] > 1 else "") + f"{by[t]:.2f}" + ("**" if by[t] > 1 else "") for t in types) + " | |")
+    return "\n".join(lines)
+
+
 def ensembles_table(ensembles: dict) -> str:
     """One row per method: the pooled majority of all its agents' T=1 samples on the test split."""
     lines = ["| method | pooled maj@k | k |", "|---|---|---|"]
@@ -186,6 +198,12 @@ def write_report(results: dict, out: Path) -> Path:
         "## Test accuracy (%; the paper's Table 1)",
         "",
         results_table(results),
+        "",
+        "## The bases before RL: Theorem 1's regime (validation split)",
+        "",
+        "Sampled (T=1) accuracy per problem type; Co-RL's peer labels beat self labels where a pair's sum exceeds 1 (bold).",
+        "",
+        regime_table(results["regime"]) if results.get("regime") else "(not measured)",
         "",
         "## Error decoupling before RL (the paper's Tables 6-7)",
         "",

@@ -15,6 +15,9 @@ def quickstart(
         "base,ttrl,co-rl,gt", help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, co-rewarding-ii, co-rl-same-family."
     ),
     families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.tiny.families)."),
+    agents: int | None = typer.Option(
+        None, min=2, max=3, help="Cohort size with the built-in families: 2 (llama-char, qwen2-bpe) or 3 (+ gpt2-char: a ring)."
+    ),
     seeds: int = typer.Option(1, min=1, help="Repeat the RL runs with N seeds; report mean ± std."),
     seed: int = typer.Option(
         0,
@@ -42,6 +45,8 @@ def quickstart(
     from corl.quickstart import METHODS, QuickstartOptions, run_quickstart
 
     console = Console(stderr=True)
+    if agents is not None:
+        families = ",".join(("llama-char", "qwen2-bpe", "gpt2-char")[:agents])
     chosen = {k: v for k, v in {"steps": steps, "lr": lr, "min_agreement": min_agreement}.items() if v is not None}
     opts = dataclasses.replace(
         QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out),

@@ -133,6 +133,12 @@ class FamilySpec:
 
 _SEED_SUFFIX = "-seed"
 
+# Each family is strong on its own two problem types and weak on the other two, so that a
+# pair's strengths complement each other (Theorem 1's regime: per-type p_A + p_B > 1). The
+# mixtures were chosen by the sampled accuracy of the bases on the validation split
+# (README, "The embedded default, measured"). Narrow models (hidden 64) with wide batches
+# learn these tasks several times faster per CPU second than hidden 128 at batch 64.
+_SMALL = dict(hidden=64, ffn=256, batch_size=128)
 FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
     for spec in (
@@ -140,28 +146,31 @@ FAMILIES: dict[str, FamilySpec] = {
             name="llama-char",
             arch="llama",
             tokenizer="char",
-            mixture={"arith": 0.6, "linear": 0.1, "mod": 0.2, "digitsum": 0.1},
-            steps=400,
+            mixture={"arith": 0.6, "linear": 0.03, "mod": 0.12, "digitsum": 0.25},
+            steps=600,
             seed=0,
-            notes="Llama-style, per-character tokenizer; leans to arithmetic chains.",
+            notes="Llama-style, per-character tokenizer; strong on arithmetic chains and digit sums.",
+            **_SMALL,
         ),
         FamilySpec(
             name="qwen2-bpe",
             arch="qwen2",
             tokenizer="bpe",
-            mixture={"arith": 0.1, "linear": 0.45, "mod": 0.35, "digitsum": 0.1},
+            mixture={"arith": 0.15, "linear": 0.2, "mod": 0.6, "digitsum": 0.05},
             steps=600,
             seed=1,
-            notes="Qwen2-style (2 KV heads), Qwen2-style byte-level BPE; leans to linear equations and remainders.",
+            notes="Qwen2-style (2 KV heads), byte-level BPE; strong on remainders and linear equations.",
+            **_SMALL,
         ),
         FamilySpec(
             name="gpt2-char",
             arch="gpt2",
             tokenizer="char",
-            mixture={"arith": 0.2, "linear": 0.1, "mod": 0.2, "digitsum": 0.5},
-            steps=350,
+            mixture={"arith": 0.3, "linear": 0.05, "mod": 0.45, "digitsum": 0.2},
+            steps=600,
             seed=2,
-            notes="GPT-2-style (learned positions, GELU, LayerNorm); leans to digit sums; learns slowest per step.",
+            notes="GPT-2-style (learned positions, GELU, LayerNorm); a third view of the hard types (arithmetic, remainders).",
+            **_SMALL,
         ),
     )
 }
