@@ -66,6 +66,8 @@ def test_cross_field_rules(tmp_path):
         load_config(write(tmp_path, dup))
     with pytest.raises(ConfigError, match="needs data.answer_field"):
         load_config(write(tmp_path, BASE), ["cohort.label_source=truth", "data.answer_field=null"])
+    with pytest.raises(ConfigError, match="GT-Reward for code is cohort.reward: tests"):
+        load_config(write(tmp_path, BASE), ["cohort.label_source=truth", "data.task=code"])
     with pytest.raises(ConfigError, match=r"\{problem\}"):
         load_config(write(tmp_path, BASE), ["data.template=hello"])
 

@@ -25,8 +25,8 @@ def quickstart(
         help="Seed of the whole pipeline: 0 is the embedded default; S > 0 pretrains every family anew (its seed sibling).",
     ),
     # None = the default of corl.quickstart.QuickstartOptions (not imported here: it loads torch).
-    steps: int | None = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 25."),
-    lr: float | None = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 5e-5."),
+    steps: int | None = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 40."),
+    lr: float | None = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 1e-4."),
     min_agreement: float | None = typer.Option(
         None, min=0.0, max=1.0, help="Share of the K votes a voting method's label needs (0 = plain majority). Default: 0.6."
     ),
