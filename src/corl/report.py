@@ -41,7 +41,11 @@ def regime_table(regime: dict) -> str:
     for name, by in per_agent.items():
         lines.append(f"| {name} | " + " | ".join(f"{by[t]:.2f}" for t in types) + f" | {regime['sampled'][name]:.2f} |")
     for pair, by in regime["pair_sums"].items():
-        lines.append(f"| sum {pair} | " + " | ".join(("**" if by[t] > 1 else "") + f"{by[t]:.2f}" + ("**" if by[t] > 1 else "") for t in types) + " | |")
+        lines.append(
+            f"| sum {pair} | "
+            + " | ".join(("**" if by[t] > 1 else "") + f"{by[t]:.2f}" + ("**" if by[t] > 1 else "") for t in types)
+            + " | |"
+        )
     return "\n".join(lines)
 
 

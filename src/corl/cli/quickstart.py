@@ -26,7 +26,7 @@ def quickstart(
     ),
     # None = the default of corl.quickstart.QuickstartOptions (not imported here: it loads torch).
     steps: int | None = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 40."),
-    lr: float | None = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 1e-4."),
+    lr: float | None = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 3e-5."),
     min_agreement: float | None = typer.Option(
         None, min=0.0, max=1.0, help="Share of the K votes a voting method's label needs (0 = plain majority). Default: 0.6."
     ),
