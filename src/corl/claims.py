@@ -45,13 +45,9 @@ def claim(text: str, margin: float, noise: float | None, numbers: dict, strict: 
     }
 
 
-def _per_agent(vectors: dict, method: str) -> dict[str, list[float]]:
-    return vectors.get(method, {})
-
-
 def beats_base(vectors: dict, method: str, text: str, threshold: float = 0.0) -> dict | None:
     """`method` above Base by more than `threshold` for every agent; the margin is the worst agent's."""
-    base, new = _per_agent(vectors, "base"), _per_agent(vectors, method)
+    base, new = vectors.get("base", {}), vectors.get(method, {})
     agents = [a for a in new if a in base]
     if not agents:
         return None
