@@ -31,32 +31,14 @@ import statistics
 import time
 from pathlib import Path
 
-from vs_trl import MAX_NEW, PROMPTS, K, build_model
-
-LR = 2e-4
+from vs_trl import MAX_NEW, PROMPTS, K, build_model, corl_config
 
 
 def trainer_for(models: list[Path], data: Path, labels: str, out: Path):
     from corl.cohort import CohortTrainer
     from corl.config import validate_config
 
-    raw = {
-        "output_dir": str(out),
-        "agents": [{"name": f"m{i}", "model": str(m), "lr": LR} for i, m in enumerate(models)],
-        "data": {"train": str(data), "template": "{problem}\n", "instruction": ""},
-        "cohort": {
-            "label_source": labels,
-            "reward": "agreement",
-            "samples_per_prompt": K,
-            "prompts_per_step": PROMPTS,
-            "steps": 10_000,
-            "max_new_tokens": MAX_NEW,
-            "temperature": 1.0,
-            "seed": 0,
-        },
-        "grpo": {"beta": 0.0},
-        "logging": {"tensorboard": False, "progress": False},
-    }
+    raw = corl_config(out, models, data, labels)
     return CohortTrainer(validate_config(raw), out)
 
 

@@ -78,19 +78,16 @@ def say(obj) -> None:
     print(json.dumps(obj), flush=True)
 
 
-def corl_child(folder: Path, data: Path, workdir: Path) -> None:
-    import torch
-
-    from corl.cohort import CohortTrainer
-    from corl.config import validate_config
-
-    torch.set_flush_denormal(True)
-    raw = {
-        "output_dir": str(workdir / "corl-run"),
-        "agents": [{"name": "a", "model": str(folder), "lr": LR}],
+def corl_config(out: Path, models: list[Path], data: Path, label_source: str, names: list[str] | None = None) -> dict:
+    """The `corl train` config of the benchmarks' job: agents `names` (default m0, m1, ...) on `data`,
+    K samples of PROMPTS prompts, beta 0, every other setting corl's default (grpo loss, grad norm 1)."""
+    names = names or [f"m{i}" for i in range(len(models))]
+    return {
+        "output_dir": str(out),
+        "agents": [{"name": n, "model": str(m), "lr": LR} for n, m in zip(names, models)],
         "data": {"train": str(data), "template": "{problem}\n", "instruction": ""},
         "cohort": {
-            "label_source": "truth",
+            "label_source": label_source,
             "reward": "agreement",
             "samples_per_prompt": K,
             "prompts_per_step": PROMPTS,
@@ -99,9 +96,19 @@ def corl_child(folder: Path, data: Path, workdir: Path) -> None:
             "temperature": 1.0,
             "seed": 0,
         },
-        "grpo": {"beta": 0.0, "loss_aggregation": "grpo", "max_grad_norm": 1.0},
+        "grpo": {"beta": 0.0},
         "logging": {"tensorboard": False, "progress": False},
     }
+
+
+def corl_child(folder: Path, data: Path, workdir: Path) -> None:
+    import torch
+
+    from corl.cohort import CohortTrainer
+    from corl.config import validate_config
+
+    torch.set_flush_denormal(True)
+    raw = corl_config(workdir / "corl-run", [folder], data, "truth", names=["a"])
     trainer = CohortTrainer(validate_config(raw), workdir / "corl-run")
     agent = trainer.agents[0]
     lengths: list[float] = []
