@@ -130,8 +130,8 @@ def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
     return out
 
 
-def test_split(opts: QuickstartOptions, split: str = "test", size: int | None = None) -> tuple[list[str], list[str], list[str]]:
-    """(problems, answers, types) of the held-out test split (or another split of the task)."""
+def task_split(opts: QuickstartOptions, split: str = "test", size: int | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(problems, answers, types) of a split of the tiny task (default: the held-out test split)."""
     rows = load_rows(f"tiny:{split}:{size or opts.test_size}")
     problems, gold = build_problems(rows, f"tiny:{split}", ["problem"], answer_field="answer")
     return [p.texts["problem"] for p in problems], [gold[p.id] for p in problems], [r["type"] for r in rows]
@@ -281,17 +281,18 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
     say("1/4 cohort: pretraining tiny families (cached after the first run)")
     cohort = build_cohort(opts)
     t_cohort = time.perf_counter() - start
-    test = test_split(opts)
+    test = task_split(opts)
+    val = task_split(opts, "validation", opts.regime_size)
 
     say("2/4 base models: accuracy and error decoupling before RL")
-    base, resampled = {}, {}
+    base, resampled, base_val = {}, {}, {}
     for name, path in cohort.items():
         model, tok = load_policy(str(path))
         base[name] = evaluate_model(model, tok, test, opts, seed=0)
         resampled[name] = evaluate_model(model, tok, test, opts, k=1, seed=2)
+        base_val[name] = evaluate_model(model, tok, val, opts, seed=0)
     pairs = decoupling(base, resampled)
-    val = test_split(opts, "validation", opts.regime_size)
-    base_regime = regime({name: evaluate_model(*load_policy(str(path)), val, opts, seed=0) for name, path in cohort.items()})
+    base_regime = regime(base_val)
     t_base = time.perf_counter() - start - t_cohort
 
     say("3/4 training every method under the same budget")
