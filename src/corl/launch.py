@@ -202,6 +202,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     finally:
         preemption.__exit__()
     dist.barrier()  # no rank closes its gloo pairs while a peer may still read from them
+    heartbeat.stop_beating()
     dist.destroy_process_group()
     return last if rank == 0 else None
 

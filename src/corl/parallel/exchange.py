@@ -126,18 +126,34 @@ class Heartbeat:
         """Advance this rank's liveness counter in the store every BEAT_S until the process ends,
         so that after a failure the survivors can tell which peer is gone (a SIGKILLed or
         OOM-killed rank writes nothing, and torchrun's SIGTERM names nobody)."""
+        import atexit
         import threading
 
+        self._stop_beating = threading.Event()
+
         def beat() -> None:
-            while True:
+            while not self._stop_beating.is_set():
                 try:
                     self.store.add(f"alive/{self.rank}", 1)  # the TCPStore client serializes its calls
                 except Exception:  # the store is gone (the launcher stopped): nothing left to tell
                     return
-                time.sleep(self.BEAT_S)
+                self._stop_beating.wait(self.BEAT_S)
 
-        threading.Thread(target=beat, name="corl-heartbeat", daemon=True).start()
+        self._beat_thread = threading.Thread(target=beat, name="corl-heartbeat", daemon=True)
+        self._beat_thread.start()
         self._beating = True
+        # A daemon thread caught inside the store's C++ call when the interpreter finalizes is
+        # unwound by pthread_exit through noexcept frames: std::terminate, SIGABRT, a failed
+        # run after it finished. atexit runs before finalization, so the thread ends cleanly.
+        atexit.register(self.stop_beating)
+
+    def stop_beating(self) -> None:
+        """End the liveness thread and wait for its store call in flight (idempotent)."""
+        if getattr(self, "_beat_thread", None) is None:
+            return
+        self._stop_beating.set()
+        self._beat_thread.join(timeout=max(5.0, 4 * self.BEAT_S))
+        self._beat_thread = None
 
     def stopped_ranks(self, wait_s: float | None = None) -> list[int]:
         """The other ranks whose liveness counter did not advance within `wait_s` (default 4
