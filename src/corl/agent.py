@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from corl.config import AgentConfig, ComputeConfig, GRPOConfig, RolloutConfig
-from corl.data import Problem, PromptTemplate
+from corl.data import IMAGES_INPUT, Problem, PromptTemplate
 from corl.grpo import (
     chunked_token_logprobs,
     group_advantages,
@@ -27,7 +27,7 @@ from corl.grpo import (
 from corl.models import prepare_frozen, prepare_model, save_policy
 from corl.parallel import DataParallel
 from corl.rollout import Rollout, SamplingParams, SyncStats, build_engine
-from corl.rollout.base import pad_right
+from corl.rollout.base import ImagePrompt, Prompt, pad_right
 
 # Logits held at once by the chunked output projection: 2**24 floats are 64 MB in float32.
 # A step's peak then grows with the hidden states ([n, C, H]), not with the vocabulary.
@@ -48,6 +48,13 @@ def _forward_inputs(rollout: Rollout, rows: torch.Tensor, width: int) -> dict[st
     predict can be cut (the last completion token itself is never an input).
     """
     end = rollout.prompt_length + width - 1
+    if rollout.vision is not None:
+        # The prompts' own images and processor inputs (sequence r is prompt r // K); the model
+        # derives its positions (Qwen2-VL's M-RoPE) from them, as generate did.
+        completion = rollout.input_ids[rows, rollout.prompt_length : end]  # [n, width - 1]
+        mask = rollout.attention_mask[rows, rollout.prompt_length : end]
+        prompts = rollout.vision.select(rows.cpu() // rollout.num_samples)
+        return {**prompts.model_kwargs(completion, mask), "use_cache": False}
     input_ids = rollout.input_ids[rows, :end]  # [n, P + width - 1]
     attention_mask = rollout.attention_mask[rows, :end]
     # Left padding shifts positions; count them from the first real token, as generate does.
@@ -91,7 +98,12 @@ def completion_hidden(model, rollout: Rollout, rows: torch.Tensor, width: int):
     whose logits are not the plain head of its hidden states (or whose head is FSDP-sharded).
     """
     lm_head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if lm_head is None or getattr(model.config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES or _sharded(model):
+    if (
+        rollout.vision is not None
+        or lm_head is None
+        or getattr(model.config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES
+        or _sharded(model)
+    ):
         return None
     capture = _HeadInput()
     handle = lm_head.register_forward_pre_hook(capture)
@@ -131,10 +143,20 @@ def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: 
     tokens = rollout.input_ids[rows, rollout.prompt_length : rollout.prompt_length + width]  # [n, width]
     split = completion_hidden(model, rollout, rows, width)
     if split is None:
-        return token_logprobs(completion_logits(model, rollout, rows, width), tokens, temperature)
+        logits = completion_logits(model, rollout, rows, width)  # [n, width, V]
+        if rollout.suppressed_ids:  # the sampler's distribution had them at -inf: score the same one
+            logits = logits.index_fill(-1, torch.tensor(rollout.suppressed_ids, device=logits.device), float("-inf"))
+        return token_logprobs(logits, tokens, temperature)
     hidden, head, vocab = split
     chunk = max(1, LOGIT_CHUNK_ELEMENTS // max(hidden.shape[0] * vocab, 1))
     return chunked_token_logprobs(hidden, head, tokens, temperature, chunk)
+
+
+def vision_parameters(model) -> list[torch.nn.Parameter]:
+    """A vision-language model's vision encoder and projector: every parameter outside its
+    language model (`get_decoder()`) and output head."""
+    language = {id(p) for p in model.get_decoder().parameters()} | {id(p) for p in model.get_output_embeddings().parameters()}
+    return [p for p in model.parameters() if id(p) not in language]
 
 
 @torch.no_grad()
@@ -187,10 +209,12 @@ class Agent:
         ema_momentum: float | None = None,
         dp: DataParallel | None = None,
         compute: ComputeConfig | None = None,
+        processor=None,
     ):
         self.config = config
         self.name = config.name
         self.tokenizer = tokenizer
+        self.processor = processor  # a vision-language model's (images + text); None for a text model
         self.template = template
         self.prompt_field = prompt_field  # key into Problem.texts: this agent's wording
         self.grpo = grpo
@@ -206,18 +230,37 @@ class Agent:
         self.teacher_engine = None
         if ema_momentum is not None:
             self.teacher = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
-            self.teacher_engine = build_engine(rollout, self.teacher, tokenizer, add_special_tokens=not template.chat)
+            self.teacher_engine = build_engine(
+                rollout, self.teacher, tokenizer, add_special_tokens=not template.chat, processor=processor
+            )
+        if config.freeze_vision:
+            if processor is None:
+                raise ValueError(f"agent {config.name!r}: freeze_vision is set but its model is not a vision-language model")
+            for parameter in vision_parameters(model):
+                parameter.requires_grad_(False)
         # Gradient checkpointing, LoRA, FSDP sharding, bf16 (compute: / distributed:), then the optimizer.
         self.model = model = prepare_model(model, compute, self.dp)
         # Chat templates already contain BOS; adding special tokens again would double it.
-        self.engine = build_engine(rollout, model, tokenizer, add_special_tokens=not template.chat)
+        self.engine = build_engine(rollout, model, tokenizer, add_special_tokens=not template.chat, processor=processor)
         trainable = [p for p in model.parameters() if p.requires_grad]  # all of them, or only the LoRA adapters
         self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
 
-    def prompts(self, problems: list[Problem], text_key: str | None = None) -> list[str]:
-        """Rendered prompts in this agent's wording (or in the wording `text_key`)."""
+    def prompts(self, problems: list[Problem], text_key: str | None = None) -> list[Prompt]:
+        """Rendered prompts in this agent's wording (or in the wording `text_key`).
+
+        A vision-language agent's prompts are ImagePrompts: the problem's images (Problem.inputs
+        "images", none for a text-only row) before the text, in its processor's chat template.
+        """
         key = text_key or self.prompt_field
-        return [self.template.render(p.texts[key], self.tokenizer) for p in problems]
+        if self.processor is None:
+            return [self.template.render(p.texts[key], self.tokenizer) for p in problems]
+        from corl.vision.inputs import chat_prompt
+
+        out = []
+        for p in problems:
+            images = tuple(p.inputs.get(IMAGES_INPUT) or ())
+            out.append(ImagePrompt(chat_prompt(self.processor, self.template.text(p.texts[key]), len(images)), images))
+        return out
 
     def generating(self):
         """Context for generation and no-grad passes: under FSDP it gathers the whole model
@@ -444,5 +487,6 @@ class Agent:
             from corl.models import ADAPTER_FOLDER, save_adapter
 
             save_adapter(self.model, folder / ADAPTER_FOLDER, weights)
-        self.tokenizer.save_pretrained(folder)
+        # A processor writes its tokenizer and image processor: the folder loads with AutoProcessor.
+        (self.processor or self.tokenizer).save_pretrained(folder)
         torch.save(state, folder / "trainer.pt")

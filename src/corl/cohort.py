@@ -52,7 +52,7 @@ from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_accuracy
 from corl.health import CollapseMonitor, HealthError, check_weights, nonfinite, stop_or_warn
 from corl.labels import AnswersTable, build_label_source, label_source_spec
-from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_policy, prepare_frozen, resolve_device
+from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_agent_policy, prepare_frozen, resolve_device
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
 from corl.rewards import reward_spec
 from corl.rollout import Rollout, SamplingParams
@@ -137,7 +137,9 @@ def load_train_data(cfg: RunConfig) -> Dataset:
     rows = load_rows(cfg.data.train, cfg.data.split)[: cfg.data.max_rows]
     fields = sorted({cfg.prompt_field(a) for a in cfg.agents if not a.data} or {cfg.data.prompt_field})
     inputs = task_spec(cfg.data.task).input_fields
-    problems, gold = build_problems(rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field, inputs)
+    problems, gold = build_problems(
+        rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field
+    )
     for agent in cfg.agents:
         if agent.data:
             own = load_rows(agent.data, cfg.data.split)
@@ -151,7 +153,9 @@ def load_eval_data(cfg: RunConfig) -> Dataset | None:
         return None
     rows = load_rows(cfg.data.val, cfg.data.val_split)[: cfg.data.val_size]
     inputs = task_spec(cfg.data.task).input_fields
-    problems, gold = build_problems(rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, cfg.data.answer_field, inputs)
+    problems, gold = build_problems(
+        rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field
+    )
     if not gold:
         raise ValueError("data.val needs an answer column (data.answer_field) to measure accuracy")
     return Dataset(problems, gold, rows)
@@ -175,7 +179,7 @@ def build_agent(
         weights_source = str(weights) if weights else agent_cfg.model
         tokenizer_source = None if weights else agent_cfg.tokenizer
     try:
-        model, tokenizer = load_policy(weights_source, tokenizer_source, device)
+        model, tokenizer, processor = load_agent_policy(weights_source, tokenizer_source, device)
     except (OSError, ValueError) as err:  # hub errors, unreadable files: say which agent
         raise ConfigError(f"agents.{index}.model (agent {agent_cfg.name!r}): cannot load {str(weights_source)!r}: {err}") from err
     # an inf weight would otherwise surface deep inside generate ("probability tensor contains inf")
@@ -193,6 +197,7 @@ def build_agent(
         ema,
         dp=dp,
         compute=cfg.compute,
+        processor=processor,
     )
     if adapters is not None:
         try:
@@ -202,7 +207,7 @@ def build_agent(
         check_weights(agent.model, f"agent {agent_cfg.name!r}: adapters loaded from {str(adapters)!r}")
     if weights and adapters is None and agent.reference is not None:
         # The KL anchor is the *initial* policy, not the resumed weights.
-        reference = load_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
+        reference = load_agent_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
         agent.reference = prepare_frozen(reference, cfg.compute)
     return agent
 
@@ -312,6 +317,7 @@ class CohortTrainer:
         self.params = SamplingParams(cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens)
         self.names = [a.name for a in cfg.agents]
         self.monitor = CollapseMonitor(self.names, cfg.health.collapse_steps, self.reward.binary, console=self.placement.is_main)
+        self.monitor.load_state_dict(self.loop_state.get("health", {}))
         self.log = None
         if self.placement.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -487,6 +493,7 @@ class CohortTrainer:
     def checkpoint(self, steps_done: int) -> Path | None:
         """Every agent's dp-rank 0 writes its agent (all its ranks take part: a sharded model
         is gathered first); the main process writes the loop state."""
+        self.loop_state["health"] = self.monitor.state_dict()
         return save_checkpoint(
             self.run_dir,
             steps_done,

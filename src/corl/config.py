@@ -39,7 +39,11 @@ class AgentConfig(_Strict):
     """One member of the cohort: its own model, tokenizer, optimizer and prompt wording."""
 
     name: str = Field(min_length=1, description="Unique name; used in metrics and checkpoint folders.")
-    model: str = Field(min_length=1, description="Hugging Face model id, local path, or `tiny:<family>` (embedded default).")
+    model: str = Field(
+        min_length=1,
+        description="Hugging Face model id, local path, `tiny:<family>` (embedded default) or `tiny-vl:<family>` (vision-language). "
+        "A vision-language model (its config has a vision tower) is loaded with its processor and sees the rows' images.",
+    )
     tokenizer: str | None = Field(None, description="Tokenizer id or path; defaults to the model's.")
     chat_template: bool = Field(False, description="Wrap prompts in the tokenizer's chat template.")
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate of this agent.")
@@ -53,6 +57,10 @@ class AgentConfig(_Strict):
         description="This agent's own file of wordings (rows aligned with data.train by id); defaults to data.train.",
     )
     seed: int | None = Field(None, description="Sampling seed of this agent (seed-only cohorts); defaults to its index.")
+    freeze_vision: bool = Field(
+        False,
+        description="Vision-language models: train the language model only (the vision encoder and its projector stay as loaded).",
+    )
 
 
 class DataConfig(_Strict):
@@ -67,6 +75,11 @@ class DataConfig(_Strict):
     id_field: str = "id"
     prompt_field: str = "problem"
     answer_field: str | None = Field("answer", description="Ground-truth column, for diagnostics and label source 'truth' only.")
+    image_field: str | None = Field(
+        "images",
+        description="Column of a row's image(s) (paths relative to the file, PIL images, {bytes, path}): "
+        "vision-language agents see them before the text; text-only agents read the text alone.",
+    )
     template: str = Field("{problem}\n{instruction}", description="Prompt text; placeholders {problem} and {instruction}.")
     instruction: str = DEFAULT_INSTRUCTION
     task: str = Field(

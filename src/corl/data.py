@@ -135,6 +135,11 @@ class Problem:
 
 AnswerKey = dict[str, str]  # row id -> ground-truth answer
 
+# Problem.inputs keys the trainer itself reads: a row's images (a vision-language agent sees
+# them with its text; data.image_field names the column) and a multiple-choice row's options.
+IMAGES_INPUT = "images"
+OPTIONS_INPUT = "options"
+
 
 def _field(row: dict, field: str, source: str, index: int, option: str) -> str:
     if field not in row or row[field] is None:
@@ -160,6 +165,30 @@ def row_ids(rows: Sequence[dict], source: str, id_field: str = "id") -> list[str
     return ids
 
 
+def row_images(row: dict, image_field: str | None, source: str, index: int) -> list | None:
+    """A row's images as a list (one image or several; None when the row has none).
+
+    A relative path is taken from the dataset file's folder (rows outlive the working
+    directory); PIL images and {"bytes", "path"} dicts pass as they are.
+    """
+    if not image_field or row.get(image_field) is None:
+        return None
+    value = row[image_field]
+    images = list(value) if isinstance(value, (list, tuple)) else [value]
+    base = Path(source).expanduser().parent if _looks_local(source) else None
+    out = []
+    for image in images:
+        if isinstance(image, str):
+            path = Path(image).expanduser()
+            if not path.is_absolute() and base is not None:
+                path = base / path
+            if not path.is_file():
+                raise DataError(f"dataset '{source}' row {index}: image {image!r} (field {image_field!r}) not found at {path}")
+            image = str(path)
+        out.append(image)
+    return out
+
+
 def build_problems(
     rows: Sequence[dict],
     source: str,
@@ -167,11 +196,13 @@ def build_problems(
     id_field: str = "id",
     answer_field: str | None = None,
     input_fields: Sequence[str] = (),
+    image_field: str | None = None,
 ) -> tuple[list[Problem], AnswerKey]:
     """Split rows into label-free problems and a separate answer key.
 
     Rows without the id field get their row index as id. Ids must be unique: labels and
-    data-decoupled wordings are matched by id.
+    data-decoupled wordings are matched by id. A row's images (`image_field`) go into
+    Problem.inputs["images"], for the vision-language agents.
     """
     if not rows:
         raise DataError(f"dataset '{source}' has no rows")
@@ -179,7 +210,11 @@ def build_problems(
     key: AnswerKey = {}
     for i, (pid, row) in enumerate(zip(row_ids(rows, source, id_field), rows)):
         texts = {f: _field(row, f, source, i, "data.prompt_field or agents[].prompt_field") for f in prompt_fields}
-        problems.append(Problem(id=pid, texts=texts, inputs={f: row[f] for f in input_fields if f in row}))
+        inputs = {f: row[f] for f in input_fields if f in row}
+        images = row_images(row, image_field, source, i)
+        if images:
+            inputs[IMAGES_INPUT] = images
+        problems.append(Problem(id=pid, texts=texts, inputs=inputs))
         if answer_field:
             key[pid] = _field(row, answer_field, source, i, "data.answer_field (or null for unlabeled data)")
     return problems, key
@@ -221,8 +256,12 @@ class PromptTemplate:
     instruction: str = DEFAULT_INSTRUCTION
     chat: bool = False
 
+    def text(self, problem: str) -> str:
+        """The problem in this template's format, before any chat template."""
+        return self.format.format(problem=problem, instruction=self.instruction)
+
     def render(self, problem: str, tokenizer=None) -> str:
-        text = self.format.format(problem=problem, instruction=self.instruction)
+        text = self.text(problem)
         if self.chat:
             if tokenizer is None or not getattr(tokenizer, "chat_template", None):
                 raise ValueError("chat_template is on but the tokenizer has no chat template; set chat_template: false")

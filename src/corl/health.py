@@ -89,6 +89,14 @@ class CollapseMonitor:
         out["health/alarms"] = float(sum(1 for count in self.runs.values() if count >= self.patience))
         return out
 
+    def state_dict(self) -> dict:
+        """The running counts (a resumed run goes on counting where the checkpoint stopped)."""
+        return {"runs": dict(self.runs), "last_label": dict(self.last_label)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.runs = dict(state.get("runs", {}))
+        self.last_label = dict(state.get("last_label", {}))
+
 
 def _describe(sign: str, steps: int, label: str | None) -> str:
     span = f"for {steps} consecutive step{'s' * (steps > 1)}"

@@ -1,7 +1,18 @@
 """Policies: loading any Hugging Face causal LM (or a tiny embedded family) and preparing it
 for training (LoRA, FSDP2, bf16, gradient checkpointing) and for saving."""
 
-from corl.models.loading import TINY_PREFIX, check_model_source, load_policy, load_tokenizer, resolve_device, resolve_model_path
+from corl.models.loading import (
+    TINY_PREFIX,
+    TINY_VL_PREFIX,
+    check_model_source,
+    is_vision_model,
+    load_agent_policy,
+    load_policy,
+    load_tokenizer,
+    load_vision_policy,
+    resolve_device,
+    resolve_model_path,
+)
 from corl.models.prepare import (
     ADAPTER_FOLDER,
     add_lora,
@@ -16,11 +27,15 @@ from corl.models.prepare import (
 __all__ = [
     "ADAPTER_FOLDER",
     "TINY_PREFIX",
+    "TINY_VL_PREFIX",
     "add_lora",
     "check_model_source",
+    "is_vision_model",
+    "load_agent_policy",
     "load_adapter",
     "load_policy",
     "load_tokenizer",
+    "load_vision_policy",
     "prepare_frozen",
     "prepare_model",
     "resolve_device",

@@ -8,15 +8,32 @@ from pathlib import Path
 import torch
 
 TINY_PREFIX = "tiny:"
+TINY_VL_PREFIX = "tiny-vl:"  # the embedded vision-language families (corl.vision.families)
 
 
 def resolve_model_path(model: str) -> str:
-    """`tiny:<family>` -> the cached pretrained tiny model (built on first use); else unchanged."""
+    """`tiny:<family>` / `tiny-vl:<family>` -> the cached pretrained tiny model (built on first use); else unchanged."""
     if model.startswith(TINY_PREFIX):
         from corl.tiny.pretrain import ensure_pretrained
 
         return str(ensure_pretrained(model[len(TINY_PREFIX) :]))
+    if model.startswith(TINY_VL_PREFIX):
+        from corl.vision.pretrain import ensure_pretrained_vl
+
+        return str(ensure_pretrained_vl(model[len(TINY_VL_PREFIX) :]))
     return model
+
+
+def is_vision_model(model: str) -> bool:
+    """Whether a model (id, folder or tiny name) is a vision-language model: its config has a
+    vision tower (`vision_config`), as every image-text-to-text model in transformers does."""
+    if model.startswith(TINY_VL_PREFIX):
+        return True
+    if model.startswith(TINY_PREFIX):
+        return False
+    from transformers import AutoConfig
+
+    return getattr(AutoConfig.from_pretrained(resolve_model_path(model)), "vision_config", None) is not None
 
 
 def _offline() -> bool:
@@ -30,7 +47,7 @@ def check_model_source(model: str, where: str) -> None:
     stack, naming no agent). `where` names the option and agent ("agents.1.model (agent 'b')")."""
     from corl.config import ConfigError
 
-    if model.startswith(TINY_PREFIX):
+    if model.startswith((TINY_PREFIX, TINY_VL_PREFIX)):
         return
     path = Path(model).expanduser()
     if path.exists():
@@ -80,3 +97,37 @@ def load_policy(model: str, tokenizer: str | None = None, device: str | torch.de
     policy = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
     policy.to(device if isinstance(device, torch.device) else resolve_device(device))
     return policy, tok
+
+
+def load_vision_policy(model: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
+    """Load (model, processor) of a vision-language model by id, local path or `tiny-vl:<family>`:
+    AutoModelForImageTextToText and its processor (whose tokenizer pads on the left)."""
+    from transformers import AutoModelForImageTextToText
+
+    from corl.vision.processing import load_processor
+
+    path = resolve_model_path(model)
+    if Path(path).exists() and not (Path(path) / "config.json").exists():
+        raise ValueError(f"model directory {path!r} has no config.json: not a Hugging Face checkpoint")
+    policy = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype or torch.float32)
+    policy.to(device if isinstance(device, torch.device) else resolve_device(device))
+    processor = load_processor(path)
+    tok = processor.tokenizer
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if tok.eos_token is None:
+        raise ValueError(f"tokenizer of {path!r} has no EOS token: generation could never stop")
+    tok.padding_side = "left"
+    return policy, processor
+
+
+def load_agent_policy(model: str, tokenizer: str | None = None, device: str | torch.device = "cpu", dtype=None):
+    """(model, tokenizer, processor) of any policy: a vision-language model comes with its
+    processor (tokenizer = the processor's), a causal LM with processor None."""
+    if is_vision_model(model):
+        if tokenizer:
+            raise ValueError("a vision-language model uses its own processor; leave the agent's tokenizer unset")
+        policy, processor = load_vision_policy(model, device, dtype)
+        return policy, processor.tokenizer, processor
+    policy, tok = load_policy(model, tokenizer, device, dtype)
+    return policy, tok, None

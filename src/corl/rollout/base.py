@@ -6,7 +6,8 @@ k-th sample of prompt b); P = padded prompt length; C = completion length.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -20,6 +21,19 @@ class SamplingParams:
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     max_new_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class ImagePrompt:
+    """A prompt with images: `text` is the processor's chat prompt holding one image
+    placeholder per image (corl.vision.chat_prompt); images are anything
+    corl.vision.load_image takes (a path, a PIL image, {"bytes", "path"})."""
+
+    text: str
+    images: tuple = ()
+
+
+Prompt = str | ImagePrompt
 
 
 @dataclass
@@ -37,9 +51,14 @@ class Rollout:
     # True when the sampler holds its own copy of the weights (vLLM): its log-probs then
     # differ from the trainer's, and the update corrects for it (grpo.importance_weights).
     separate_sampler: bool = False
-    # Extra per-sequence model inputs the update's forward pass must be given as well
-    # (a vision-language model's pixel values): name -> tensor with N rows.
-    model_inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    # A vision-language rollout's prompts with their images (corl.vision.VisionInputs), one
+    # row per *prompt* (B rows, not N): sequence r is prompt r // K, so a minibatch gathers
+    # only its own prompts' pixels and no image is stored K times.
+    vision: object | None = None
+    # Tokens the sampler never samples (a vision-language model's image placeholders: one in
+    # a completion would ask the model for an image that is not there); the update scores
+    # the same restricted distribution.
+    suppressed_ids: tuple[int, ...] = ()
 
     @property
     def completion_ids(self) -> torch.Tensor:  # [N, C]
@@ -68,8 +87,8 @@ class SyncStats:
 class RolloutEngine(Protocol):
     """The seam between a trainer and whatever samples for it (HF generate, vLLM)."""
 
-    def generate(self, prompts: list[str], num_samples: int, params: SamplingParams) -> Rollout:
-        """K samples of every prompt, grouped by prompt."""
+    def generate(self, prompts: list[Prompt], num_samples: int, params: SamplingParams) -> Rollout:
+        """K samples of every prompt (text, or an ImagePrompt for a vision-language model), grouped by prompt."""
         ...
 
     def sync_weights(self, model) -> SyncStats:
@@ -95,6 +114,19 @@ def completion_mask_from(ids: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
     # Tokens strictly after the first EOS are padding: count EOS seen *before* each position.
     eos_before = torch.cumsum(is_eos.int(), dim=1) - is_eos.int()
     return (eos_before == 0).long()
+
+
+_MULTIMODAL_TOKEN = re.compile(
+    r"^(image|video|vision|audio|boi|eoi|boa|eoa)_.*token_(id|index)$|^(image|video|audio)_token_(id|index)$"
+)
+
+
+def multimodal_token_ids(model) -> list[int]:
+    """Placeholder and delimiter tokens of a vision-language model's config (image_token_id,
+    vision_start_token_id, LLaVA's image_token_index, ...): not text, never to be sampled."""
+    config = model.config.to_dict()
+    ids = {v for k, v in config.items() if _MULTIMODAL_TOKEN.match(k) and isinstance(v, int) and v >= 0}
+    return sorted(ids)
 
 
 def eos_ids_of(model, tokenizer) -> list[int]:

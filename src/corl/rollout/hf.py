@@ -7,7 +7,17 @@ import contextlib
 
 import torch
 
-from corl.rollout.base import Rollout, SamplingParams, SyncStats, completion_mask_from, eos_ids_of, pad_right
+from corl.rollout.base import (
+    ImagePrompt,
+    Prompt,
+    Rollout,
+    SamplingParams,
+    SyncStats,
+    completion_mask_from,
+    eos_ids_of,
+    multimodal_token_ids,
+    pad_right,
+)
 from corl.rollout.registry import register_engine
 
 
@@ -42,7 +52,7 @@ class _LogprobRecorder:
         return torch.stack(self.picked[: completion.shape[1]], dim=1)
 
 
-def _generation_config(params: SamplingParams, eos_ids: list[int], pad_id: int):
+def _generation_config(params: SamplingParams, eos_ids: list[int], pad_id: int, suppress: list[int] | None = None):
     """Every field set here, none inherited from the checkpoint's generation_config.json
     (a repetition penalty or min_p there would sample a distribution the loss does not score)."""
     from transformers import GenerationConfig
@@ -64,7 +74,7 @@ def _generation_config(params: SamplingParams, eos_ids: list[int], pad_id: int):
         encoder_repetition_penalty=1.0,
         length_penalty=1.0,
         bad_words_ids=None,
-        suppress_tokens=None,
+        suppress_tokens=suppress or None,  # runs before our processors: the recorder sees it
         begin_suppress_tokens=None,
         forced_bos_token_id=None,
         forced_eos_token_id=None,
@@ -101,41 +111,62 @@ def _own_generation_defaults(model, config):
 
 @register_engine("hf")
 class HFGenerateEngine:
-    """Batched sampling with `model.generate`; the same weights that train."""
+    """Batched sampling with `model.generate`; the same weights that train.
 
-    def __init__(self, model, tokenizer, batch_size: int | None = None, add_special_tokens: bool = True):
+    With a `processor` (a vision-language model) it also takes `ImagePrompt`s: their images
+    go through the processor with the text, and the rollout keeps the prompt-level inputs
+    (`Rollout.vision`) for the update's forward pass.
+    """
+
+    def __init__(self, model, tokenizer, batch_size: int | None = None, add_special_tokens: bool = True, processor=None):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.add_special_tokens = add_special_tokens
+        self.processor = processor
         self.eos_ids = eos_ids_of(model, tokenizer)
+        self.suppressed_ids = tuple(multimodal_token_ids(model)) if processor is not None else ()
 
     @classmethod
-    def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True) -> HFGenerateEngine:
-        return cls(model, tokenizer, batch_size=options.batch_size, add_special_tokens=add_special_tokens)
+    def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True, processor=None) -> HFGenerateEngine:
+        return cls(model, tokenizer, batch_size=options.batch_size, add_special_tokens=add_special_tokens, processor=processor)
+
+    def _encode(self, prompts: list[Prompt], device) -> tuple[dict[str, torch.Tensor], object | None]:
+        """The prompts' model inputs ([B, P] left-padded), and their VisionInputs when they have images."""
+        if not any(isinstance(p, ImagePrompt) for p in prompts):
+            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+            return {"input_ids": enc["input_ids"].to(device), "attention_mask": enc["attention_mask"].to(device)}, None
+        if self.processor is None:
+            raise ValueError("image prompts need a vision-language model with its processor (this engine has none)")
+        from corl.vision.inputs import build_inputs
+
+        rows = [p if isinstance(p, ImagePrompt) else ImagePrompt(p) for p in prompts]
+        vision = build_inputs(self.processor, [r.text for r in rows], [list(r.images) for r in rows]).to(device)
+        return vision.model_kwargs(), vision
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], num_samples: int, params: SamplingParams) -> Rollout:
+    def generate(self, prompts: list[Prompt], num_samples: int, params: SamplingParams) -> Rollout:
         tok = self.tokenizer
         tok.padding_side = "left"
         device = next(self.model.parameters()).device
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
-        prompt_ids = enc["input_ids"].repeat_interleave(num_samples, dim=0).to(device)  # [N, P]
-        prompt_mask = enc["attention_mask"].repeat_interleave(num_samples, dim=0).to(device)  # [N, P]
-        config = _generation_config(params, self.eos_ids, tok.pad_token_id)
+        inputs, vision = self._encode(prompts, device)
+        prompt_ids, prompt_mask = inputs["input_ids"], inputs["attention_mask"]  # [B, P]
+        config = _generation_config(params, self.eos_ids, tok.pad_token_id, list(self.suppressed_ids))
         was_training = self.model.training
         self.model.eval()
         chunks = []
-        step = self.batch_size or prompt_ids.shape[0]
+        total = len(prompts) * num_samples  # N
+        step = self.batch_size or total
         with _own_generation_defaults(self.model, config):
-            for start in range(0, prompt_ids.shape[0], step):
+            for start in range(0, total, step):
+                rows = torch.arange(start, min(start + step, total)) // num_samples  # [n] the prompt of each sequence
+                if vision is None:
+                    rows = rows.to(device)
+                    kwargs = {"input_ids": prompt_ids[rows], "attention_mask": prompt_mask[rows]}
+                else:
+                    kwargs = vision.select(rows).model_kwargs()
                 recorder = _LogprobRecorder()
-                out = self.model.generate(
-                    input_ids=prompt_ids[start : start + step],
-                    attention_mask=prompt_mask[start : start + step],
-                    generation_config=config,
-                    logits_processor=_processors(params, recorder),
-                )
+                out = self.model.generate(**kwargs, generation_config=config, logits_processor=_processors(params, recorder))
                 completion = out.sequences[:, prompt_ids.shape[1] :]  # [n, c]
                 chunks.append((completion, recorder.finish(completion)))
         self.model.train(was_training)
@@ -146,6 +177,8 @@ class HFGenerateEngine:
         mask = completion_mask_from(completion, self.eos_ids)
         completion = torch.where(mask.bool(), completion, torch.full_like(completion, tok.pad_token_id))
         texts = tok.batch_decode(completion, skip_special_tokens=True)
+        prompt_ids = prompt_ids.repeat_interleave(num_samples, dim=0)  # [N, P]
+        prompt_mask = prompt_mask.repeat_interleave(num_samples, dim=0)
         return Rollout(
             input_ids=torch.cat([prompt_ids, completion], dim=1),
             attention_mask=torch.cat([prompt_mask, mask], dim=1),
@@ -155,6 +188,8 @@ class HFGenerateEngine:
             prompt_length=prompt_ids.shape[1],
             num_samples=num_samples,
             eos_ids=tuple(self.eos_ids),
+            vision=vision,
+            suppressed_ids=self.suppressed_ids,
         )
 
     def sync_weights(self, model) -> SyncStats:

@@ -1,22 +1,47 @@
-"""The math task kind: the answer is the completion's final stated answer (`corl.answers`)."""
+"""The math task kind: the answer is the completion's final stated answer (`corl.answers`).
+
+A multiple-choice row (its options in Problem.inputs["options"], option A first) answers
+with the letter it picks: "\\boxed{C}", "(C)", "option C" and option C's value are one
+answer and one vote (`corl.answers.choice`); a gold letter then agrees with either form.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from corl.answers import answer_key, extract_answer, is_equivalent
+from corl.answers.choice import choice_key, extract_choice
+from corl.data import OPTIONS_INPUT
 from corl.tasks.registry import TaskSpec, register_task
+
+
+def completion_answer(text: str, options: Sequence[str] | None = None) -> tuple[str | None, str | None]:
+    """(answer as written, vote key) of one completion; with options the answer is the picked letter."""
+    if options:
+        answer = extract_choice(text, options) or extract_answer(text)  # a value that is no option still votes
+        return answer, choice_key(answer, options) if answer is not None else None
+    answer = extract_answer(text)
+    return answer, answer_key(answer) if answer is not None else None
 
 
 def math_answers(texts: Sequence[str], problems: Sequence, k: int) -> tuple[list[tuple], list[tuple]]:
     """[B*K] completions -> ([B][K] answers as written, [B][K] vote keys); None = no answer."""
-    answers = [extract_answer(t) for t in texts]
-    keys = [answer_key(a) if a is not None else None for a in answers]
-    groups = len(texts) // k
-    return (
-        [tuple(answers[b * k : (b + 1) * k]) for b in range(groups)],
-        [tuple(keys[b * k : (b + 1) * k]) for b in range(groups)],
+    answers, keys = [], []
+    for b, problem in enumerate(problems):
+        options = problem.inputs.get(OPTIONS_INPUT) if hasattr(problem, "inputs") else None
+        pairs = [completion_answer(t, options) for t in texts[b * k : (b + 1) * k]]
+        answers.append(tuple(a for a, _ in pairs))
+        keys.append(tuple(key for _, key in pairs))
+    return answers, keys
+
+
+register_task(
+    TaskSpec(
+        "math",
+        math_answers,
+        is_equivalent,
+        answer_key,
+        "final stated answer, mathematical equivalence (the picked option's letter on multiple-choice rows)",
+        input_fields=(OPTIONS_INPUT,),
     )
-
-
-register_task(TaskSpec("math", math_answers, is_equivalent, answer_key, "final stated answer, mathematical equivalence"))
+)
