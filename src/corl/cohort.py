@@ -47,7 +47,7 @@ from corl.checkpoint import (
     verify_checkpoint,
 )
 from corl.config import ConfigError, RunConfig, check_resume_config, dump_config, load_config
-from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
+from corl.data import OPTIONS_INPUT, AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_accuracy
 from corl.health import CollapseMonitor, HealthError, check_weights, nonfinite, stop_or_warn
@@ -478,7 +478,9 @@ class CohortTrainer:
         for agent in self.agents.values():
             with agent.generating():  # every dp rank enters, also one without problems (FSDP)
                 prompts = agent.prompts(problems, self.cfg.data.prompt_field)
-                accuracy = greedy_accuracy(agent.engine, prompts, gold, self.cfg.cohort.max_new_tokens) if problems else 0.0
+                options = [p.inputs.get(OPTIONS_INPUT) for p in problems]
+                max_tokens = self.cfg.cohort.max_new_tokens
+                accuracy = greedy_accuracy(agent.engine, prompts, gold, max_tokens, options=options) if problems else 0.0
             mine[agent.name] = (round(accuracy * len(problems)), len(problems))  # (correct, evaluated)
         totals: dict[str, list[int]] = {}
         for part in self.exchange.all_gather(mine):

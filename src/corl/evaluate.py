@@ -35,9 +35,14 @@ def sample_completions(
     return texts, lengths
 
 
-def extract_all(texts: Sequence[Sequence[str]], mode: str = "strict") -> Answers:
-    """[B][K] completions -> [B][K] final answers; mode as `corl.answers.extract_answer` (strict: the reward policy)."""
-    return [[extract_answer(t, mode) for t in group] for group in texts]
+def extract_all(texts: Sequence[Sequence[str]], mode: str = "strict", options: Sequence | None = None) -> Answers:
+    """[B][K] completions -> [B][K] final answers; mode as `corl.answers.extract_answer` (strict: the reward policy).
+    options: [B] each problem's options (None for free-form): a multiple-choice answer is the picked letter."""
+    if options is None or not any(options):
+        return [[extract_answer(t, mode) for t in group] for group in texts]
+    from corl.answers.choice import choice_letter_or_answer
+
+    return [[choice_letter_or_answer(t, opts, mode) for t in group] for group, opts in zip(texts, options, strict=True)]
 
 
 def sample_answers(
@@ -120,7 +125,14 @@ def accuracy_by_group(correct: Sequence[float], groups: Sequence[str]) -> dict[s
 
 @torch.no_grad()
 def greedy_accuracy(
-    engine: RolloutEngine, prompts: Sequence[str], gold: Sequence[str], max_new_tokens: int, batch_prompts: int = 64
+    engine: RolloutEngine,
+    prompts: Sequence,
+    gold: Sequence[str],
+    max_new_tokens: int,
+    batch_prompts: int = 64,
+    options: Sequence | None = None,
 ) -> float:
-    answers, _ = sample_answers(engine, prompts, 1, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), batch_prompts)
-    return score(answers, gold).accuracy
+    """Greedy accuracy; `options` ([B], None for free-form rows): multiple-choice rows answer with a letter."""
+    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+    texts, _ = sample_completions(engine, prompts, 1, params, batch_prompts)
+    return score(extract_all(texts, options=options), gold).accuracy

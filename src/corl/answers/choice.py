@@ -121,3 +121,13 @@ def grade_choice(completion_text: str | None, gold: str, options: Sequence[str] 
     if want is None:
         raise ValueError(f"gold {gold!r} names no option of {list(options) if options is not None else 'A-Z'}")
     return extract_choice(completion_text, options) == want
+
+
+def choice_letter_or_answer(text: str | None, options: Sequence[str] | None, mode: str = "strict") -> str | None:
+    """A completion's answer to a question with options: the picked letter, else (a value that is
+    no option) its stated answer; without options simply its stated answer."""
+    if options:
+        letter = extract_choice(text, options)
+        if letter:
+            return letter
+    return extract_answer(text, mode) if text else None

@@ -119,13 +119,30 @@ def _greedy_and_sampled(engine, prompts, bar, name, seed, k, temperature, max_ne
 
 
 def _engine(name: str, engine_name: str, chat: bool):
+    """(engine, tokenizer, processor): a vision-language checkpoint comes with its processor, else None."""
     from corl.config import RolloutConfig
-    from corl.models import load_policy
+    from corl.models import load_agent_policy
     from corl.rollout import build_engine
 
-    model, tok = load_policy(name)
+    model, tok, processor = load_agent_policy(name)
     # a chat template writes its own special tokens; the tokenizer must not add a second BOS
-    return build_engine(RolloutConfig(engine=engine_name), model, tok, add_special_tokens=not chat), tok
+    engine = build_engine(RolloutConfig(engine=engine_name), model, tok, add_special_tokens=not chat, processor=processor)
+    return engine, tok, processor
+
+
+def _math_prompts(problems, field: str, template, tok, processor) -> list:
+    """Each problem's prompt: a vision-language checkpoint sees the row's images before the text."""
+    if processor is None:
+        return [template.render(p.texts[field], tok) for p in problems]
+    from corl.data import IMAGES_INPUT
+    from corl.rollout.base import ImagePrompt
+    from corl.vision.inputs import chat_prompt
+
+    out = []
+    for p in problems:
+        images = tuple(p.inputs.get(IMAGES_INPUT) or ())
+        out.append(ImagePrompt(chat_prompt(processor, template.text(p.texts[field]), len(images)), images))
+    return out
 
 
 def _evaluate_math(
@@ -134,29 +151,32 @@ def _evaluate_math(
 ) -> tuple[dict, list[dict]]:  # fmt: skip
     from rich.progress import Progress
 
-    from corl.data import DataError, PromptTemplate, build_problems, load_rows
+    from corl.data import IMAGES_INPUT, OPTIONS_INPUT, DataError, PromptTemplate, build_problems, load_rows
     from corl.evaluate import accuracy_by_group, extract_all, grade, majority_correct, pooled, score
 
     try:
         rows = load_rows(data, split)[:n]
-        problems, gold_by_id = build_problems(rows, data, [prompt_field], answer_field=answer_field)
+        problems, gold_by_id = build_problems(
+            rows, data, [prompt_field], answer_field=answer_field, input_fields=(OPTIONS_INPUT,), image_field=IMAGES_INPUT
+        )
     except DataError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     gold = [gold_by_id[p.id] for p in problems]
+    options = [p.inputs.get(OPTIONS_INPUT) for p in problems]  # multiple choice: the answer is the picked letter
     results: dict = {"data": data, "task": "math", "extract": extract, "n": len(problems), "k": k, "temperature": temperature}
     results["models"] = {}
     per_problem: list[dict] = []
     all_sampled = []
     with Progress(console=err, transient=True) as bar:
         for name in models:
-            engine, tok = _engine(name, engine_name, chat)
+            engine, tok, processor = _engine(name, engine_name, chat)
             tmpl = PromptTemplate(template, instruction, chat)
-            prompts = [tmpl.render(p.texts[prompt_field], tok) for p in problems]
+            prompts = _math_prompts(problems, prompt_field, tmpl, tok, processor)
             greedy_texts, texts, lengths = _greedy_and_sampled(
                 engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts
             )
-            greedy, sampled = extract_all(greedy_texts, extract), extract_all(texts, extract)
+            greedy, sampled = extract_all(greedy_texts, extract, options), extract_all(texts, extract, options)
             all_sampled.append(sampled)
             s = score(sampled, gold)
             entry = {"greedy": score(greedy, gold).accuracy, **s.as_dict(), "mean_length": sum(lengths) / len(lengths)}
@@ -246,7 +266,7 @@ def _evaluate_code(
     try:
         with Progress(console=err, transient=True) as bar:
             for name in models:
-                engine, tok = _engine(name, engine_name, style.endswith("_instruct"))
+                engine, tok, _ = _engine(name, engine_name, style.endswith("_instruct"))
                 try:
                     prompts = [_code_prompt(r, style, few, tok) for r in rows]
                 except ValueError as e:

@@ -23,6 +23,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from corl.data import DataError, PromptTemplate, load_rows, row_ids
 from corl.suite.protocol import Benchmark
@@ -91,6 +92,8 @@ def mcq_item(row: Mapping, rid: str, seed: int, where: str) -> Item:
 
 def load_items(bench: Benchmark, seed: int) -> list[Item]:
     """The benchmark's problems under `seed` (only MCQ choices depend on it), first `limit` rows."""
+    if bench.grader == "vision":
+        return _vision_items(bench)
     rows = load_rows(bench.data, bench.split)
     if bench.limit is not None:
         rows = rows[: bench.limit]
@@ -119,6 +122,27 @@ def load_items(bench: Benchmark, seed: int) -> list[Item]:
     return items
 
 
+def _vision_items(bench: Benchmark) -> list[Item]:
+    """A vision benchmark's rows in corl's row shape (images, options; the gold letter for MCQ)."""
+    from corl.vision.datasets import load_hub_rows
+    from corl.vision.datasets import load_rows as load_vision_rows
+
+    if not bench.format:
+        raise DataError(f"{bench.name}: a vision benchmark needs its record format (Benchmark.format)")
+    try:
+        if Path(bench.data).suffix in (".jsonl", ".json"):
+            if not Path(bench.data).is_file():
+                raise DataError(f"{bench.name}: data file {bench.data} not found")
+            rows = load_vision_rows(bench.data, bench.format, bench.limit)
+        else:
+            rows = load_hub_rows(bench.format, None, bench.limit)
+    except (KeyError, ValueError) as err:  # a record without a field its format needs
+        raise DataError(f"{bench.name}: {bench.data}: {err}") from err
+    if not rows:
+        raise DataError(f"{bench.name}: dataset {bench.data!r} has no rows")
+    return [Item(str(r["id"]), str(r["problem"]), str(r["answer"]), r) for r in rows]
+
+
 def mbpp_shots(bench: Benchmark) -> list[dict]:
     """lm-eval's three MBPP shots: tasks 2, 3 and 4 of the prompt split."""
     if not bench.fewshot:
@@ -130,10 +154,19 @@ def mbpp_shots(bench: Benchmark) -> list[dict]:
     return [by_id[t] for t in (2, 3, 4)]
 
 
-def render(bench: Benchmark, item: Item, tokenizer, shots: Sequence[Mapping] = ()) -> str:
-    """The exact text the checkpoint is prompted with."""
+def render(bench: Benchmark, item: Item, tokenizer, shots: Sequence[Mapping] = (), processor=None):
+    """The exact text the checkpoint is prompted with (vision: an ImagePrompt, its images first)."""
     from corl import code_eval
 
+    if bench.grader == "vision":
+        from corl.rollout.base import ImagePrompt
+        from corl.vision.inputs import chat_prompt
+
+        if processor is None:
+            raise ValueError("a text-only checkpoint cannot see the images of a vision benchmark")
+        images = tuple(item.row.get("images") or ())
+        text = PromptTemplate(bench.template, bench.instruction).text(item.problem)
+        return ImagePrompt(chat_prompt(processor, text, len(images)), images)
     if bench.grader != "code":
         return PromptTemplate(bench.template, bench.instruction, bench.chat).render(item.problem, tokenizer)
     if bench.code_style == "humaneval":
@@ -165,6 +198,28 @@ def grade_math(bench: Benchmark, items: Sequence[Item], texts: Sequence[Sequence
             )
         )
     return out
+
+
+def grade_vision(items: Sequence[Item], texts: Sequence[Sequence[str]]) -> list[Verdicts]:
+    """The picked option (any form) against the gold letter; free-form answers by equivalence."""
+    from corl.answers import is_equivalent
+    from corl.tasks.math import completion_answer
+
+    out = []
+    for item, group in zip(items, texts, strict=True):
+        options = item.row.get("options")
+        pairs = [completion_answer(t, options) for t in group]
+        answers, keys = [a for a, _ in pairs], [key for _, key in pairs]
+        out.append(Verdicts(answers, keys, [_vision_correct(a, item.gold, options, is_equivalent) for a in answers]))
+    return out
+
+
+def _vision_correct(answer: str | None, gold: str, options, equivalent) -> bool:
+    if answer is None:
+        return False
+    if options:
+        return answer == gold  # both letters: completion_answer maps a value to its option
+    return equivalent(answer, gold)
 
 
 def grade_mcq(items: Sequence[Item], texts: Sequence[Sequence[str]]) -> list[Verdicts]:
@@ -204,6 +259,8 @@ def grade(bench: Benchmark, items: Sequence[Item], texts: Sequence[Sequence[str]
         return grade_mcq(items, texts)
     if bench.grader == "code":
         return grade_code(bench, items, texts, pool)
+    if bench.grader == "vision":
+        return grade_vision(items, texts)
     raise ValueError(f"{bench.name}: grader {bench.grader!r} does not grade in-process completions")
 
 
@@ -211,13 +268,15 @@ def vote_correct(bench: Benchmark, answers: Sequence[str | None], keys: Sequence
     """Whether the majority answer of these samples is right (corl's vote and tie-break); None for code."""
     from corl.labels import majority_vote
 
-    if bench.grader not in ("math", "mcq"):
+    if bench.grader not in ("math", "mcq", "vision"):
         return None  # code has no answer to vote on without running behaviour probes
     vote = majority_vote(list(keys), list(answers))
     if vote is None:
         return False
     if bench.grader == "mcq":
         return vote.answer == gold
+    if bench.grader == "vision" and vote.answer == gold:  # the gold letter, or the very answer
+        return True
     from corl.answers import is_equivalent
     from corl.answers.equivalence import answer_part
 

@@ -13,6 +13,10 @@ Graders:
 * ``code``: the program lm-eval would test (`corl.code_eval.program_for`), run with the
   hidden tests in corl's sandbox.
 * ``lcb``: LiveCodeBench's own harness (`lcb_runner`), when installed.
+* ``vision``: image math benchmarks (MathVista, MathVerse, MathVision, We-Math) read in
+  their own published fields (`corl.vision.datasets`, ``format``); a vision-language
+  checkpoint sees the images; the picked option's letter (a letter, "(C)", "option C" or
+  the option's value) against the gold letter, free-form answers by `is_equivalent`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 from corl.config import DEFAULT_INSTRUCTION
 from corl.data import LOCAL_SUFFIXES
 
-GRADERS = ("math", "mcq", "code", "lcb")
+GRADERS = ("math", "mcq", "code", "lcb", "vision")
 PAPER_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "max_tokens": 3072}  # the paper's Table 1 decoding
 DATA_ROOT_ENV = "CORL_BENCHMARK_DATA"
 
@@ -54,6 +58,7 @@ class Benchmark:
     split: str = "test"  # for Hugging Face names
     limit: int | None = None  # first N problems (smoke runs); None = all
     data_sha: str | None = None  # content hash of a local data file: an edited file is a new cell
+    format: str | None = None  # vision: the dataset's own record format (corl.vision.datasets)
     note: str = ""
 
     @property
@@ -128,11 +133,34 @@ BENCHMARKS: dict[str, Benchmark] = {
             instruction="Please reason step by step, and put the letter of your final answer within \\boxed{}.",
             note="gated, not shipped: --data gpqa=FILE; last \\boxed{letter}",
         ),
+        *(
+            Benchmark(
+                name,
+                title,
+                f"{name}/testmini.jsonl",
+                "vision",
+                chat=True,
+                samples=1,
+                seeds=(0,),
+                temperature=0.0,
+                top_p=1.0,
+                max_tokens=2048,
+                format=name,
+                note=f"greedy, as the paper's VLM evaluation; {hub} testmini exported to the local layout (docs/vision.md)",
+            )
+            for name, title, hub in (
+                ("mathvista", "MathVista", "AI4Math/MathVista"),
+                ("mathverse", "MathVerse", "AI4Math/MathVerse"),
+                ("mathvision", "MathVision", "MathLLMs/MathVision"),
+                ("wemath", "We-Math", "We-Math/We-Math"),
+            )
+        ),
     )
 }
 
 SUITES: dict[str, tuple[str, ...]] = {
     "paper-text": ("gsm8k", "math500", "amc23", "humaneval", "mbpp", "lcb", "gpqa"),
+    "paper-vision": ("mathvista", "mathverse", "mathvision", "wemath"),
     "math": ("aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench"),
     "code": ("humaneval", "mbpp"),
 }
@@ -233,7 +261,12 @@ def protocol_markdown(benches: list[Benchmark] | None = None) -> str:
     head = "| name | column | data (default) | grader | chat | k | seeds | T | top-p | tokens | metric |"
     lines = [head, "| --- | --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |"]
     for b in benches or list(BENCHMARKS.values()):
-        grader = {"math": f"math answer ({b.extract})", "mcq": "last boxed letter", "code": f"code tests ({b.code_style})"}
+        grader = {
+            "math": f"math answer ({b.extract})",
+            "mcq": "last boxed letter",
+            "code": f"code tests ({b.code_style})",
+            "vision": f"picked option / math answer ({b.format})",
+        }
         lines.append(
             f"| `{b.name}` | {b.title} | `{b.data}` | {grader.get(b.grader, 'lcb_runner')} | {'on' if b.chat else 'off'} "
             f"| {b.samples} | {','.join(map(str, b.seeds))} | {b.temperature} | {b.top_p} | {b.max_tokens} | {b.metric} |"

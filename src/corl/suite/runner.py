@@ -94,19 +94,24 @@ class Checkpoint:
     engine_name: str
     model: object = None
     tokenizer: object = None
+    processor: object = None  # a vision-language checkpoint's (None for a causal LM)
     engines: dict = field(default_factory=dict)
 
     def engine(self, chat: bool):
         if self.model is None:
-            from corl.models import load_policy, resolve_device
+            from corl.models import load_agent_policy, resolve_device
 
-            self.model, self.tokenizer = load_policy(self.name, device=resolve_device("auto"))
+            self.model, self.tokenizer, self.processor = load_agent_policy(self.name, device=resolve_device("auto"))
         if chat not in self.engines:
             from corl.config import RolloutConfig
             from corl.rollout import build_engine
 
             self.engines[chat] = build_engine(
-                RolloutConfig(engine=self.engine_name), self.model, self.tokenizer, add_special_tokens=not chat
+                RolloutConfig(engine=self.engine_name),
+                self.model,
+                self.tokenizer,
+                add_special_tokens=not chat,
+                processor=self.processor,
             )
         return self.engines[chat]
 
@@ -114,7 +119,7 @@ class Checkpoint:
         for e in self.engines.values():
             e.close()
         self.engines.clear()
-        self.model = self.tokenizer = None
+        self.model = self.tokenizer = self.processor = None
 
 
 def _generate_cell(
@@ -133,7 +138,7 @@ def _generate_cell(
         items = graders.load_items(bench, seed)
         ids = [it.id for it in items]
         try:
-            prompts = [graders.render(bench, it, ckpt.tokenizer, shots) for it in items]
+            prompts = [graders.render(bench, it, ckpt.tokenizer, shots, ckpt.processor) for it in items]
         except ValueError as err:  # e.g. --chat on a tokenizer without a chat template
             raise NotRun(f"prompt: {err}") from None
         if seed == bench.seeds[0]:
@@ -156,7 +161,8 @@ def _generate_cell(
             row_scores.append(score)
             row_pass.append(float(any(v.correct)))
             row_maj.append(None if maj is None else float(maj))
-            rec = {"id": item.id, "seed": seed, "gold": item.gold, "prompt": prompt, "samples": group}
+            shown = prompt.text if hasattr(prompt, "images") else prompt  # an ImagePrompt's images stay in the data
+            rec = {"id": item.id, "seed": seed, "gold": item.gold, "prompt": shown, "samples": group}
             rec.update({"answers": v.answers, "keys": v.keys, "verdicts": v.correct, "score": score, "maj": maj})
             if v.details:
                 rec["details"] = v.details
@@ -167,7 +173,7 @@ def _generate_cell(
     cell = {
         "scores": scores,
         "pass": passes,
-        "maj": majs if bench.grader in ("math", "mcq") else None,
+        "maj": majs if bench.grader in ("math", "mcq", "vision") else None,
         "ids": ids,
         "generate_calls": calls,
         "mean_length": sum(lengths) / max(len(lengths), 1),
@@ -220,5 +226,7 @@ def preflight(bench: Benchmark) -> str | None:
     local = bench.data.startswith("/")
     if local and not Path(bench.data).is_file():
         hint = " (GPQA is gated and not shipped: pass --data gpqa=FILE, see docs/evaluation.md)" if bench.grader == "mcq" else ""
+        if bench.grader == "vision":
+            hint = f" (not shipped: export it once with corl.vision.datasets.export_split, or --data {bench.name}=FILE; see docs/vision.md)"
         return f"data file {bench.data} not found{hint}"
     return None

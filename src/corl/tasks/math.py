@@ -10,17 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from corl.answers import answer_key, extract_answer, is_equivalent
-from corl.answers.choice import choice_key, extract_choice
+from corl.answers.choice import choice_key, choice_letter_or_answer
 from corl.data import OPTIONS_INPUT
 from corl.tasks.registry import TaskSpec, register_task
 
 
-def completion_answer(text: str, options: Sequence[str] | None = None) -> tuple[str | None, str | None]:
-    """(answer as written, vote key) of one completion; with options the answer is the picked letter."""
+def completion_answer(text: str, options: Sequence[str] | None = None, mode: str = "strict") -> tuple[str | None, str | None]:
+    """(answer as written, vote key) of one completion; with options the answer is the picked letter.
+    `mode`: the extraction mode of `corl.answers.extract_answer` (strict: the reward policy)."""
     if options:
-        answer = extract_choice(text, options) or extract_answer(text)  # a value that is no option still votes
+        answer = choice_letter_or_answer(text, options, mode)  # a value that is no option still votes
         return answer, choice_key(answer, options) if answer is not None else None
-    answer = extract_answer(text)
+    answer = extract_answer(text, mode)
     return answer, answer_key(answer) if answer is not None else None
 
 
