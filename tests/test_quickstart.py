@@ -97,3 +97,25 @@ def test_help_states_the_library_defaults():
     stated = dict(re.findall(r"--(steps|lr|min-agreement) .*? Default: ([0-9.e-]+?)\.? ", text))
     o = QuickstartOptions()
     assert {k: float(v) for k, v in stated.items()} == {"steps": o.steps, "lr": o.lr, "min-agreement": o.min_agreement}
+
+
+def test_quickstart_vision_smoke_runs_every_method_with_vision_language_agents(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORL_CACHE", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["quickstart", "--vision", "--smoke", "--out", str(tmp_path / "qsv"), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert set(out["methods"]) == {"base", "ttrl", "co-rl", "gt"}
+    for method in out["methods"].values():
+        assert set(method) == {"qwen2vl-bpe", "llava-siglip-char"}  # two vision encoders: a native-resolution ViT, SigLIP
+        for entry in method.values():
+            assert set(entry["greedy_by_type"]) <= {"read", "plus", "minus"} and 0.0 <= entry["greedy"]["mean"] <= 1.0
+    assert out["options"]["vision"] is True and out["claims"] and out["regime"]["pair_sums"]
+    run = tmp_path / "qsv" / "seed0" / "co-rl"
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["data"]["train"].startswith("vtiny:train:") and cfg["data"]["template"] == "{problem}"
+    assert all("vision" in a["model"] for a in cfg["agents"])  # the cached VL bases
+    final = sorted((run / "checkpoints").glob("step_*"))[-1]
+    for agent in ("qwen2vl-bpe", "llava-siglip-char"):  # every agent's checkpoint carries its processor
+        assert (final / agent / "preprocessor_config.json").is_file() or (final / agent / "processor_config.json").is_file()
+    assert len(read_metrics(run, "train")) == 2
+    assert "Table 1" in (tmp_path / "qsv" / "report.md").read_text()

@@ -3,9 +3,12 @@
     corl quickstart                 # under 10 min on 2 cores, first run (pretraining) included
     corl quickstart --json          # one JSON object with every measured number
     corl quickstart --seeds 3       # mean +- std over RL seeds
+    corl quickstart --vision        # the same study with tiny vision-language agents on an image task
 
 1. build (or load from cache) a cohort of tiny models from different families
-   (corl.tiny.families: architecture, tokenizer, pretraining mixture, size, seed);
+   (corl.tiny.families: architecture, tokenizer, pretraining mixture, size, seed; with
+   --vision, corl.vision.families: a Qwen2-VL and a LLaVA/SigLIP model, different vision
+   encoders, on corl.vision.task, a number drawn in the image and arithmetic in the text);
 2. measure error decoupling before any RL (kappa, c, w, u; corl.diversity);
 3. train every method under the same budget (steps x prompts x K per agent) through the
    same `CohortTrainer` that `corl train` runs: TTRL and GT-Reward for each agent alone,
@@ -34,9 +37,10 @@ import torch
 
 from corl.cohort import CohortTrainer
 from corl.config import RolloutConfig, validate_config
-from corl.data import build_problems, load_rows
+from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
 from corl.evaluate import accuracy_by_group, grade, sample_answers
 from corl.rollout import SamplingParams, build_engine
+from corl.rollout.base import ImagePrompt
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class QuickstartOptions:
     out: Path = Path("runs/quickstart")
     engine: str = "hf"  # rollout engine of every run and evaluation (corl.rollout)
     progress: bool = True
+    vision: bool = False  # tiny vision-language families on the image task (vision_defaults)
 
     @staticmethod
     def smoke(out: Path) -> QuickstartOptions:
@@ -111,11 +116,44 @@ class QuickstartOptions:
         )
 
 
+VISION_FAMILIES = ("qwen2vl-bpe", "llava-siglip-char")
+
+
+def vision_defaults(opts: QuickstartOptions) -> QuickstartOptions:
+    """The options of `--vision`: the VL families, their answers' token budget, and (the image
+    task is one distribution, not four) the same RL budget and settings as the text study."""
+    families = opts.families if set(opts.families) <= set(VISION_FAMILIES) else VISION_FAMILIES
+    return dataclasses.replace(opts, vision=True, families=families, max_new_tokens=32)
+
+
+def _data(opts: QuickstartOptions) -> str:
+    return "vtiny" if opts.vision else "tiny"
+
+
+# The quickstart's prompt: the problem alone, as the families were pretrained on it (a text
+# family after a newline; a vision family in its processor's chat template, the image first).
+TEMPLATE, VISION_TEMPLATE = "{problem}\n", "{problem}"
+
+
+def prompts_for(problems: list[Problem], processor=None) -> list:
+    if processor is None:
+        return [TEMPLATE.format(problem=p.texts["problem"]) for p in problems]
+    from corl.vision.inputs import chat_prompt
+
+    return [
+        ImagePrompt(chat_prompt(processor, VISION_TEMPLATE.format(problem=p.texts["problem"]), len(images)), tuple(images))
+        for p in problems
+        for images in [p.inputs.get(IMAGES_INPUT) or ()]
+    ]
+
+
 # -- pieces ---------------------------------------------------------------------------------
 
 
 def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
     """Each family's pretrained base (cached; rebuilt deterministically when missing)."""
+    if opts.vision:
+        return _build_vision_cohort(opts)
     from corl.tiny.families import get_family, sibling
     from corl.tiny.pretrain import ensure_pretrained
 
@@ -130,11 +168,28 @@ def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
     return out
 
 
-def task_split(opts: QuickstartOptions, split: str = "test", size: int | None = None) -> tuple[list[str], list[str], list[str]]:
+def _build_vision_cohort(opts: QuickstartOptions) -> dict[str, Path]:
+    from corl.vision.families import get_vl_family, with_seed
+    from corl.vision.pretrain import ensure_pretrained_vl
+
+    out = {}
+    for name in opts.families:
+        spec = get_vl_family(name)
+        if opts.seed:
+            spec = with_seed(spec, spec.seed + 100 * opts.seed)
+        kwargs = {"steps": opts.pretrain_steps} if opts.pretrain_steps is not None else {}
+        out[name] = ensure_pretrained_vl(spec, **kwargs)
+    return out
+
+
+def task_split(
+    opts: QuickstartOptions, split: str = "test", size: int | None = None
+) -> tuple[list[Problem], list[str], list[str]]:
     """(problems, answers, types) of a split of the tiny task (default: the held-out test split)."""
-    rows = load_rows(f"tiny:{split}:{size or opts.test_size}")
-    problems, gold = build_problems(rows, f"tiny:{split}", ["problem"], answer_field="answer")
-    return [p.texts["problem"] for p in problems], [gold[p.id] for p in problems], [r["type"] for r in rows]
+    source = f"{_data(opts)}:{split}:{size or opts.test_size}"
+    rows = load_rows(source)
+    problems, gold = build_problems(rows, source, ["problem"], answer_field="answer", image_field=IMAGES_INPUT)
+    return problems, [gold[p.id] for p in problems], [r["type"] for r in rows]
 
 
 def regime(base_val: dict[str, dict]) -> dict:
@@ -149,11 +204,11 @@ def regime(base_val: dict[str, dict]) -> dict:
     return {"sampled_by_type": per_agent, "pair_sums": pair_sums, "sampled": {n: base_val[n]["avg@4"] for n in names}}
 
 
-def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, seed: int = 0) -> dict:
+def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, seed: int = 0, processor=None) -> dict:
     """Greedy accuracy per problem type and average; avg@k at T=1; one sampled answer per problem."""
     problems, gold, types = test
-    engine = build_engine(RolloutConfig(engine=opts.engine), model, tokenizer)
-    prompts = [p + "\n" for p in problems]  # the template of every quickstart run: "{problem}\n"
+    engine = build_engine(RolloutConfig(engine=opts.engine), model, tokenizer, processor=processor)
+    prompts = prompts_for(problems, processor)  # the template of every quickstart run
     greedy, _ = sample_answers(engine, prompts, 1, SamplingParams(0.0, 1.0, opts.max_new_tokens))
     torch.manual_seed(seed)
     sampled, lengths = sample_answers(engine, prompts, k, SamplingParams(1.0, 1.0, opts.max_new_tokens))
@@ -213,11 +268,11 @@ def run_config(
         "rollout": {"engine": opts.engine},
         "agents": [{"name": name, "model": str(path), "lr": opts.lr, "seed": s} for name, path, s in agents],
         "data": {
-            "train": f"tiny:train:{opts.train_size}",
-            "val": f"tiny:validation:{opts.val_size}",
+            "train": f"{_data(opts)}:train:{opts.train_size}",
+            "val": f"{_data(opts)}:validation:{opts.val_size}",
             "val_split": "validation",
             "val_size": opts.val_size,
-            "template": "{problem}\n",
+            "template": VISION_TEMPLATE if opts.vision else TEMPLATE,
             "instruction": "",
         },
         "cohort": {
@@ -257,7 +312,7 @@ def train_method(
         seconds = time.perf_counter() - t0
         say(f"  {method:<18} {'+'.join(n for n, _, _ in group):<24} {opts.steps} steps in {seconds:5.1f}s")
         for agent in trainer.agents.values():
-            results[agent.name] = evaluate_model(agent.model, agent.tokenizer, test, opts, seed=seed)
+            results[agent.name] = evaluate_model(agent.model, agent.tokenizer, test, opts, seed=seed, processor=agent.processor)
             results[agent.name]["run_dir"] = str(run_dir)
             results[agent.name]["train_seconds"] = round(seconds / len(trainer.agents), 1)
     return results
@@ -268,7 +323,7 @@ def train_method(
 
 def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) -> dict:
     """Every stage of the embedded default; returns the JSON-ready results."""
-    from corl.models import load_policy
+    from corl.models import load_agent_policy
 
     start = time.perf_counter()
     unknown = [m for m in opts.methods if m not in METHODS]
@@ -287,10 +342,10 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
     say("2/4 base models: accuracy and error decoupling before RL")
     base, resampled, base_val = {}, {}, {}
     for name, path in cohort.items():
-        model, tok = load_policy(str(path))
-        base[name] = evaluate_model(model, tok, test, opts, seed=0)
-        resampled[name] = evaluate_model(model, tok, test, opts, k=1, seed=2)
-        base_val[name] = evaluate_model(model, tok, val, opts, seed=0)
+        model, tok, processor = load_agent_policy(str(path))
+        base[name] = evaluate_model(model, tok, test, opts, seed=0, processor=processor)
+        resampled[name] = evaluate_model(model, tok, test, opts, k=1, seed=2, processor=processor)
+        base_val[name] = evaluate_model(model, tok, val, opts, seed=0, processor=processor)
     pairs = decoupling(base, resampled)
     base_regime = regime(base_val)
     t_base = time.perf_counter() - start - t_cohort

@@ -34,6 +34,11 @@ def quickstart(
         10.0, help="Wall-time budget: methods beyond base/ttrl/co-rl run only if predicted to finish within it."
     ),
     smoke: bool = typer.Option(False, help="A few steps of every stage (CI): checks the plumbing, not the result."),
+    vision: bool = typer.Option(
+        False,
+        "--vision",
+        help="Vision-language agents: a tiny Qwen2-VL and a LLaVA/SigLIP model (different vision encoders) on an image task.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with every measured number, nothing else."),
 ) -> None:
     """Pretrain a tiny cohort, measure error decoupling, train Base/TTRL/Co-RL/GT-Reward, report."""
@@ -42,7 +47,7 @@ def quickstart(
 
     from rich.console import Console
 
-    from corl.quickstart import METHODS, QuickstartOptions, run_quickstart
+    from corl.quickstart import METHODS, QuickstartOptions, run_quickstart, vision_defaults
 
     console = Console(stderr=True)
     if agents is not None:
@@ -57,6 +62,8 @@ def quickstart(
         budget_s=budget_minutes * 60,
         **chosen,
     )
+    if vision:
+        opts = vision_defaults(opts)
     unknown = [m for m in opts.methods if m not in METHODS]
     if unknown:
         console.print(f"[red]error:[/red] unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
