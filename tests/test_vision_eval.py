@@ -104,9 +104,7 @@ def vl_checkpoint(tmp_path_factory):
 
 
 def _suite(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "corl", "suite", *args], capture_output=True, text=True, timeout=600, cwd=cwd
-    )
+    return subprocess.run([sys.executable, "-m", "corl", "suite", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
 def test_corl_suite_paper_vision_reports_each_benchmark_and_the_average(tmp_path, vl_checkpoint, tiny_models):
