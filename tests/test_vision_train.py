@@ -215,3 +215,57 @@ def test_co_rl_on_the_image_task_votes_across_architectures(tmp_path, vl_models,
     # some completion agreed with its peer's majority while another did not: a GRPO signal from a peer
     assert any(r[f"{n}/active_sequences"] > 0 for r in rows for n in ("qwen", "llava", "text")), "no peer reward signal"
     assert "qwen/val_accuracy" in last and "llava/val_accuracy" in last and "text/val_accuracy" in last
+
+
+# -- data: images and options reach the problems --------------------------------------------------------
+
+
+def test_rows_with_relative_image_paths_and_a_missing_image_named_by_row(tmp_path):
+    from PIL import Image
+
+    from corl.data import DataError, build_problems, load_rows
+
+    (tmp_path / "img").mkdir()
+    Image.new("RGB", (12, 9), "white").save(tmp_path / "img" / "a.png")
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"id": "r0", "problem": "x=?", "answer": "3", "images": "img/a.png"}\n{"id": "r1", "problem": "y=?"}\n')
+    problems, _ = build_problems(load_rows(str(path)), str(path), ["problem"], image_field="images")
+    assert problems[0].inputs[IMAGES_INPUT] == [str(tmp_path / "img" / "a.png")]  # one image -> a list, from the file's folder
+    assert IMAGES_INPUT not in problems[1].inputs  # a text-only row
+    path.write_text(
+        '{"id": "r0", "problem": "x=?", "images": ["img/a.png"]}\n{"id": "r1", "problem": "y=?", "images": ["img/b.png"]}\n'
+    )
+    with pytest.raises(DataError, match=r"row 1: image 'img/b.png'.*not found"):
+        build_problems(load_rows(str(path)), str(path), ["problem"], image_field="images")
+
+
+def test_a_vision_dataset_source_gives_problems_with_images_and_options(tmp_path):
+    import json
+
+    from PIL import Image
+
+    from corl.cohort import load_train_data
+
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (16, 16), "white").save(tmp_path / "images" / "a.png")
+    records = [
+        {"image": "images/a.png", "problem": "<image>Find x.\nChoices:\nA:3\nB:5\nC:7", "solution": "<answer>5</answer>"},
+        {"image": "images/a.png", "problem": "<image>What is the area?", "solution": "<answer> 12 </answer>"},
+    ]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    cfg = validate_config(
+        {
+            "agents": [{"name": "a", "model": "tiny-vl:qwen2vl-bpe"}, {"name": "b", "model": "tiny-vl:llava-siglip-char"}],
+            "data": {"train": f"vision:open-r1-mm:{path}"},
+        }
+    )
+    data = load_train_data(cfg)
+    first, second = data.problems
+    assert first.inputs["options"] == ["3", "5", "7"] and first.inputs[IMAGES_INPUT] == [str(tmp_path / "images" / "a.png")]
+    assert data.gold[first.id] == "B" and second.inputs["options"] is None and data.gold[second.id] == "12"
+    # the MCQ row answers with the picked letter, whichever form the completion chose
+    from corl.tasks import task_spec
+
+    answers, keys = task_spec("math").answers(["so \\boxed{5}", "\\boxed{B}", "\\boxed{12}", "\\boxed{12.0}"], data.problems, 2)
+    assert answers == [("B", "B"), ("12", "12.0")] and keys[0][0] == keys[0][1]
