@@ -175,6 +175,9 @@ class RolloutConfig(_Strict):
     sleep_mode: bool = Field(False, description="vllm on GPUs: free the engine's memory while the agent trains.")
     tensor_parallel_size: int = Field(1, ge=1, description="vllm: shard each agent's engine over this many of its ranks.")
     dtype: str = Field("auto", description="vllm: weight dtype of the engine (auto = the model's; float32 on CPU).")
+    max_images_per_prompt: int = Field(
+        4, ge=1, description="vllm, vision-language models: images one prompt may hold (vLLM reserves memory for them)."
+    )
 
     @field_validator("engine")
     @classmethod

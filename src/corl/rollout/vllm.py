@@ -13,6 +13,14 @@ vLLM sampled (never re-tokenised text), the per-token log-probs the sampler used
 temperature and top-p, as the HF engine records them), the same EOS and truncation rules
 and the same grouping (row b*K + k).
 
+Vision-language models (an engine built with their processor): the folder also holds the
+processor, vLLM receives each prompt's token ids with one placeholder per image and the
+images themselves (`multi_modal_data`; vLLM expands the placeholders with its own copy of
+the processor), while the trainer's rollout carries the HF processor's expanded prompt and
+pixels (`Rollout.vision`), as the HF engine's does. Image placeholder tokens are excluded
+from sampling (`allowed_token_ids`), and the update scores the same restricted distribution.
+vLLM's multimodal models import torchvision (through transformers' image processors).
+
 vLLM is optional: nothing here imports it until an engine is built, and then a missing or
 broken install fails with the command that installs it.
 
@@ -27,6 +35,7 @@ consecutive ranks shards one engine: it must be one agent's ranks, given the sam
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import random
@@ -38,7 +47,16 @@ from pathlib import Path
 
 import torch
 
-from corl.rollout.base import Rollout, SamplingParams, SyncStats, completion_mask_from, eos_ids_of
+from corl.rollout.base import (
+    ImagePrompt,
+    Prompt,
+    Rollout,
+    SamplingParams,
+    SyncStats,
+    completion_mask_from,
+    eos_ids_of,
+    multimodal_token_ids,
+)
 from corl.rollout.registry import register_engine
 from corl.rollout.vllm_weights import hf_model_of, iter_full_weights
 
@@ -138,17 +156,40 @@ def cpu_kv_cache_bytes(config, max_model_len: int, dtype: torch.dtype, max_num_s
     return max(min(want, int(ram * CPU_KV_CACHE_SHARE)), floor)
 
 
-def _save_for_engine(model, tokenizer, folder: Path, dtype: torch.dtype, skip_tied: bool) -> None:
-    """A Hugging Face folder vLLM can load: the plain model's config and whole weights."""
+def vllm_weight_names(config, pairs):
+    """Hugging Face (transformers 5) weight names as vLLM 0.32's loaders read them.
+
+    transformers 5's LLaVA keeps a SigLIP / CLIP tower's modules directly under
+    `model.vision_tower.`; vLLM's SiglipVisionModel / CLIPVisionModel nest them under
+    `vision_model.` and LLaVA's name mapper does not add the level. Everything else passes.
+    """
+    vision = getattr(config, "vision_config", None)
+    nested = getattr(config, "model_type", None) == "llava" and getattr(vision, "model_type", None) in (
+        "siglip_vision_model",
+        "clip_vision_model",
+    )
+    prefix = "model.vision_tower."
+    for name, tensor in pairs:
+        if nested and name.startswith(prefix) and not name.startswith(prefix + "vision_model."):
+            name = prefix + "vision_model." + name[len(prefix) :]
+        yield name, tensor
+
+
+def _save_for_engine(model, tokenizer, folder: Path, dtype: torch.dtype, skip_tied: bool, processor=None) -> None:
+    """A Hugging Face folder vLLM can load: the plain model's config and whole weights (and a
+    vision-language model's processor, which vLLM's multimodal input processing loads)."""
     from safetensors.torch import save_file
 
     base = hf_model_of(model)
-    base.config.save_pretrained(folder)
+    config = copy.deepcopy(base.config)
+    config.architectures = [type(base).__name__]  # without it vLLM may not pick its generative runner
+    config.save_pretrained(folder)
     if getattr(base, "generation_config", None) is not None:
         base.generation_config.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    (processor or tokenizer).save_pretrained(folder)
     # every rank of an FSDP agent gathers (collectives in the same order) and writes its own folder
-    weights = {name: t.cpu().contiguous() for name, t in iter_full_weights(model, dtype, skip_tied=skip_tied)}
+    pairs = vllm_weight_names(base.config, iter_full_weights(model, dtype, skip_tied=skip_tied))
+    weights = {name: t.cpu().contiguous() for name, t in pairs}
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
@@ -193,13 +234,20 @@ class VLLMEngine:
         tensor_parallel_size: int = 1,
         dtype: str = "auto",
         max_num_seqs: int = MAX_NUM_SEQS,
+        processor=None,
+        max_images_per_prompt: int = 4,
     ):
         vllm = _import_vllm()
         from vllm.platforms import current_platform
 
         self.tokenizer = tokenizer
         self.add_special_tokens = add_special_tokens
+        self.processor = processor
+        self.max_images_per_prompt = max_images_per_prompt
         base = hf_model_of(model)
+        self.config = base.config
+        self.suppressed_ids = tuple(multimodal_token_ids(base)) if processor is not None else ()
+        self.vocab_size = _text_config(base.config).vocab_size
         self.device = next(base.parameters()).device  # where the trainer wants its rollouts
         self.eos_ids = eos_ids_of(base, tokenizer)
         self.on_cpu = current_platform.is_cpu()
@@ -207,7 +255,8 @@ class VLLMEngine:
         self.tensor_parallel_size = tensor_parallel_size
         # A tied lm_head is written once (safetensors refuses shared storage; vLLM ties it
         # again at load) but always pushed: the CPU backend repacks it apart from the embedding.
-        self.skip_tied = bool(getattr(_text_config(base.config), "tie_word_embeddings", False))
+        # (a VLM may state the tie on its top-level config only, so it is told by shared storage)
+        self.skip_tied = True
         context = getattr(_text_config(base.config), "max_position_embeddings", None) or MAX_DEFAULT_MODEL_LEN
         self.max_model_len = max_model_len or min(context, MAX_DEFAULT_MODEL_LEN)
         if sleep_mode and self.on_cpu:
@@ -220,11 +269,12 @@ class VLLMEngine:
         self.llm = None
         self.startup_seconds = 0.0
         try:
-            _save_for_engine(model, tokenizer, self._folder, self.dtype, self.skip_tied)
+            _save_for_engine(model, tokenizer, self._folder, self.dtype, self.skip_tied, processor)
             kwargs = dict(
                 model=str(self._folder),
                 # corl tokenises prompts and decodes completions itself: vLLM sees token ids only
-                skip_tokenizer_init=True,
+                # (its multimodal processor needs the tokenizer: a vision-language model keeps it)
+                skip_tokenizer_init=processor is None,
                 dtype={v: k for k, v in _DTYPES.items()}[self.dtype],
                 max_model_len=self.max_model_len,
                 max_num_seqs=max_num_seqs,
@@ -237,6 +287,11 @@ class VLLMEngine:
                 enable_sleep_mode=self.sleep_mode,
                 seed=0,  # vLLM reseeds with it at start-up (undone by _rng_kept); sampling draws from torch's RNG
             )
+            if processor is not None:
+                limits = {"image": max_images_per_prompt}
+                if getattr(base.config, "video_token_id", None) is not None:
+                    limits["video"] = 0  # corl prompts hold images only: no memory profiled for videos
+                kwargs["limit_mm_per_prompt"] = limits
             if self.on_cpu and gpu_memory_utilization is None:
                 kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(base.config, self.max_model_len, self.dtype, max_num_seqs)
             else:
@@ -268,18 +323,20 @@ class VLLMEngine:
             shutil.rmtree(self._folder, ignore_errors=True)
 
     @classmethod
-    def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True) -> VLLMEngine:
+    def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True, processor=None) -> VLLMEngine:
         """`options`: a corl.config.RolloutConfig."""
         return cls(
             model,
             tokenizer,
             add_special_tokens=add_special_tokens,
+            processor=processor,
             gpu_memory_utilization=options.gpu_memory_utilization,
             max_model_len=options.max_model_len,
             enforce_eager=options.enforce_eager,
             sleep_mode=options.sleep_mode,
             tensor_parallel_size=options.tensor_parallel_size,
             dtype=options.dtype,
+            max_images_per_prompt=options.max_images_per_prompt,
         )
 
     # -- sampling -------------------------------------------------------------------------------
@@ -310,13 +367,22 @@ class VLLMEngine:
             logprobs=0,  # the sampled token's log-prob only
             prompt_logprobs=None,
             logit_bias=None,
-            allowed_token_ids=None,
+            # a vision-language model never samples its image placeholders (the HF engine's suppress_tokens)
+            allowed_token_ids=self._allowed_ids(),
             bad_words=None,
             detokenize=False,  # corl decodes with its own tokenizer, as the HF engine does
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
         fields.update(overrides)
         return VLLMSamplingParams(**fields)
+
+    def _allowed_ids(self) -> list[int] | None:
+        if not self.suppressed_ids:
+            return None
+        if not hasattr(self, "_allowed"):
+            banned = set(self.suppressed_ids)
+            self._allowed = [i for i in range(self.vocab_size) if i not in banned]
+        return self._allowed
 
     def _request_seed(self) -> int | None:
         """None: in-process vLLM samples from torch's global RNG, so the trainer's seed governs
@@ -335,14 +401,49 @@ class VLLMEngine:
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
         return enc["input_ids"], enc["attention_mask"]
 
+    def _image_requests(self, prompts: list[Prompt]):
+        """(requests for vLLM, the trainer's [B, P] ids and mask, its VisionInputs) of image prompts.
+
+        The trainer's prompt is the HF processor's (placeholders expanded, pixels made);
+        vLLM gets the same text tokenised with one placeholder per image, and the images.
+        """
+        from vllm.inputs import TokensPrompt
+
+        from corl.vision.inputs import build_inputs, load_image
+
+        if self.processor is None:
+            raise ValueError("image prompts need a vision-language model with its processor (this engine has none)")
+        rows = [p if isinstance(p, ImagePrompt) else ImagePrompt(p) for p in prompts]
+        vision = build_inputs(self.processor, [r.text for r in rows], [list(r.images) for r in rows])
+        placeholder = self.processor.image_token_id
+        requests = []
+        for i, row in enumerate(rows):
+            if len(row.images) > self.max_images_per_prompt:
+                raise ValueError(
+                    f"prompt {i} has {len(row.images)} images; the vLLM engine was built for at most "
+                    f"{self.max_images_per_prompt} (rollout.max_images_per_prompt)"
+                )
+            ids = self.processor.tokenizer(row.text)["input_ids"]  # the processor's own call, before expansion
+            if ids.count(placeholder) != len(row.images):
+                raise ValueError(f"prompt {i}: {ids.count(placeholder)} image placeholders for {len(row.images)} images")
+            request = TokensPrompt(prompt_token_ids=ids)
+            if row.images:
+                request["multi_modal_data"] = {"image": [load_image(x) for x in row.images]}
+            requests.append(request)
+        return requests, vision.input_ids, vision.attention_mask, vision
+
     @torch.no_grad()
-    def generate(self, prompts: list[str], num_samples: int, params: SamplingParams) -> Rollout:
+    def generate(self, prompts: list[Prompt], num_samples: int, params: SamplingParams) -> Rollout:
         from vllm.inputs import TokensPrompt
 
         self._wake("weights", "kv_cache")
         tok = self.tokenizer
-        prompt_ids, prompt_mask = self._prompt_ids(prompts)  # [B, P]
-        requests = [TokensPrompt(prompt_token_ids=ids[m.bool()].tolist()) for ids, m in zip(prompt_ids, prompt_mask)]
+        vision = None
+        if any(isinstance(p, ImagePrompt) for p in prompts):
+            requests, prompt_ids, prompt_mask, vision = self._image_requests(prompts)  # [B, P]
+        else:
+            prompt_ids, prompt_mask = self._prompt_ids(prompts)  # [B, P]
+            requests = [TokensPrompt(prompt_token_ids=ids[m.bool()].tolist()) for ids, m in zip(prompt_ids, prompt_mask)]
         # vLLM refuses n > 1 when greedy; the K samples of a greedy prompt are one, repeated (as HF's are)
         greedy = params.temperature == 0
         n_per_prompt = 1 if greedy else num_samples
@@ -381,6 +482,8 @@ class VLLMEngine:
             num_samples=num_samples,
             eos_ids=tuple(self.eos_ids),
             separate_sampler=True,  # its own copy of the weights: the update corrects with importance weights
+            vision=vision.to(self.device) if vision is not None else None,
+            suppressed_ids=self.suppressed_ids,
         )
 
     @torch.no_grad()
@@ -404,9 +507,13 @@ class VLLMEngine:
         of the agent calls it) and drop the prefix cache, whose KV came from the old ones."""
         start = time.perf_counter()
         self._wake("weights")  # the KV cache may sleep on until the next generate
-        weights = _Counted(iter_full_weights(model, self.dtype))
+        weights = _Counted(vllm_weight_names(self.config, iter_full_weights(model, self.dtype)))
         self.llm.collective_rpc(_reload, args=(weights,))
         self.llm.reset_prefix_cache()
+        if self.processor is not None:
+            # the worker dropped its image embeddings with the old weights, the scheduler still
+            # counts them as cached: without this the next request of an image fails ("Encoder cache miss")
+            self.llm.llm_engine.reset_encoder_cache()
         return SyncStats(seconds=time.perf_counter() - start, bytes=weights.bytes)
 
     # -- memory ---------------------------------------------------------------------------------
