@@ -175,6 +175,15 @@ def vllm_weight_names(config, pairs):
         yield name, tensor
 
 
+def _architecture(model) -> str:
+    """The model's transformers class name (FSDP2 subclasses it as FSDP<Name>)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch built without distributed
+        return type(model).__name__
+    return next(c for c in type(model).__mro__ if not issubclass(c, FSDPModule)).__name__
+
+
 def _save_for_engine(model, tokenizer, folder: Path, dtype: torch.dtype, skip_tied: bool, processor=None) -> None:
     """A Hugging Face folder vLLM can load: the plain model's config and whole weights (and a
     vision-language model's processor, which vLLM's multimodal input processing loads)."""
@@ -182,7 +191,7 @@ def _save_for_engine(model, tokenizer, folder: Path, dtype: torch.dtype, skip_ti
 
     base = hf_model_of(model)
     config = copy.deepcopy(base.config)
-    config.architectures = [type(base).__name__]  # without it vLLM may not pick its generative runner
+    config.architectures = [_architecture(base)]  # without it vLLM may not pick its generative runner
     config.save_pretrained(folder)
     if getattr(base, "generation_config", None) is not None:
         base.generation_config.save_pretrained(folder)
