@@ -129,3 +129,11 @@ def test_forward_logprobs_equal_generate_scores(family, rows, sample):
     with torch.no_grad():
         part = vision_sequence_logprobs(model, prompts.select(picked // 2), completion[picked], mask[picked])
     assert torch.allclose(part * mask[picked], got[picked] * mask[picked], atol=1e-5)
+
+
+def test_image_placeholders_are_never_generated(family):
+    _, model, processor, path = family
+    # A sampled placeholder would make the next forward count one image token too many.
+    assert processor.image_token_id in model.generation_config.suppress_tokens
+    loaded, _ = load_vl(path)
+    assert loaded.generation_config.suppress_tokens == model.generation_config.suppress_tokens

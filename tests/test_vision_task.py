@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from corl.vision.families import load_vl
-from corl.vision.pretrain import encode_rows, ensure_pretrained_vl, pretrain_vl
+from corl.vision.pretrain import encode_rows, ensure_pretrained_vl, pretrain_vl, read_token_weights
 from corl.vision.task import make_split, split_of
 
 
@@ -57,6 +57,16 @@ def test_the_number_is_drawn_in_dark_ink_on_a_light_canvas():
     assert dark > 10 and light > len(pixels) / 2
 
 
+def test_one_digit_images_are_large_enough_for_qwen2vl_to_read():
+    from corl.vision.families import build_processor, get_vl_family
+
+    processor = build_processor(get_vl_family("qwen2vl-bpe"))
+    batch, _, _ = encode_rows(processor, make_split("validation", 40))
+    # At the old 22 px font every canvas became 4-6 merged tokens (16x16 px each) and reading stayed at chance.
+    tokens = batch.image_inputs["image_grid_thw"].prod(-1) // 4  # [I]
+    assert int(tokens.min()) >= 9 and int(tokens.max()) <= 36
+
+
 def test_encode_rows_puts_solution_and_eos_after_the_prompt():
     from corl.vision.families import build_processor, get_vl_family
 
@@ -68,6 +78,22 @@ def test_encode_rows_puts_solution_and_eos_after_the_prompt():
         n = int(mask[i].sum())
         assert tok.decode(ids[i, : n - 1]) == r["solution"] and ids[i, n - 1] == tok.eos_token_id
     assert len(batch) == 2 and batch.image_inputs["pixel_values"].shape == (2, 3, 48, 48)
+
+
+@pytest.mark.parametrize("name", ["llava-siglip-char", "qwen2vl-bpe"])
+def test_the_loss_weights_the_read_number_once_per_row(name):
+    from corl.vision.families import build_processor, get_vl_family
+
+    processor = build_processor(get_vl_family(name))
+    tok = processor.tokenizer
+    rows = make_split("train", 6)
+    _, ids, mask = encode_rows(processor, rows)
+    weights = read_token_weights(tok, ids, mask, 5.0)  # [B, C]
+    for i, r in enumerate(rows):
+        heavy = (weights[i] == 5.0).nonzero().flatten().tolist()
+        # One token: the x of "x=7." (the only one that needs the image); the rest of the completion 1, padding 0.
+        assert len(heavy) == 1 and tok.decode(ids[i, : heavy[0] + 1]) == r["solution"][:3]
+        assert torch.equal(weights[i].clamp(max=1.0), mask[i].float())
 
 
 def test_pretraining_lowers_the_loss_and_the_cache_reloads(tmp_path):

@@ -200,9 +200,13 @@ def build_vl_family(name: str | VLFamilySpec) -> tuple[PreTrainedModel, object]:
         # Eager attention: fastest at this size on CPU, and the same kernel in generate and forward.
         model = AutoModelForImageTextToText.from_config(config, attn_implementation="eager")
     model.eval()
+    # Image placeholders are never generated: a sampled one would be a text token that the next forward
+    # pass counts as an image slot without features ("Image features and image tokens do not match").
+    special = QWEN_TOKENS if spec.arch == "qwen2_vl" else (LLAVA_IMAGE_TOKEN,)
     model.generation_config = GenerationConfig(
-        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, max_new_tokens=MAX_NEW_TOKENS
-    )
+        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        max_new_tokens=MAX_NEW_TOKENS, suppress_tokens=tok.convert_tokens_to_ids(list(special)),
+    )  # fmt: skip
     return model, processor
 
 

@@ -7,6 +7,13 @@ through `vision_sequence_logprobs`: the very forward pass the GRPO update will u
 pretraining exercises it end to end. A family's weights depend only on (spec, steps,
 batch_size, lr, seed) and the float arithmetic of the machine.
 
+Two things make the towers learn to *read* within a few hundred steps (docs/vision.md,
+section 5): a curriculum, the first `READ_ONLY_SHARE` of the steps on "read" rows only
+(x=?) before the full read / plus / minus mixture, and a loss weight `READ_TOKEN_WEIGHT`
+on the completion's first number token (the x of "x=7.", the only token that needs the
+image; later copies of x are read from the completion itself). Without them the image
+signal is ~1 token in 15 and the models stay near chance (1/9) for 400+ steps.
+
 Cache (`ensure_pretrained_vl`): `<cache_dir>/vision/<name>-<hash>`, cache_dir as for the
 text families (`corl.tiny.pretrain.default_cache_dir`), written to a temporary sibling
 and renamed when complete.
@@ -35,8 +42,11 @@ from corl.vision.inputs import VisionInputs, build_inputs, chat_prompt
 from corl.vision.logprobs import generate_with_images, vision_sequence_logprobs
 from corl.vision.task import iter_problems, make_split
 
-PRETRAIN_VERSION = 1
+PRETRAIN_VERSION = 2
 DONE_FILE = "corl_vl_family.json"
+STEPS, BATCH_SIZE, LR = 800, 32, 3e-3  # the defaults: ~1.5-2 min per family on one CPU thread
+READ_ONLY_SHARE = 0.25  # first share of the steps on "read" rows only
+READ_TOKEN_WEIGHT = 5.0  # loss weight of the first number token of the completion (the x read from the image)
 
 
 def encode_rows(processor, rows: list[dict]) -> tuple[VisionInputs, torch.Tensor, torch.Tensor]:
@@ -52,6 +62,14 @@ def encode_rows(processor, rows: list[dict]) -> tuple[VisionInputs, torch.Tensor
     for i, s in enumerate(seqs):
         ids[i, : len(s)], mask[i, : len(s)] = torch.tensor(s), 1
     return batch, ids, mask
+
+
+def read_token_weights(tokenizer, completion_ids: torch.Tensor, mask: torch.Tensor, weight: float) -> torch.Tensor:
+    """[B, C] float loss weights: `mask`, with `weight` on each row's first token that holds a digit (x in "x=7.")."""
+    digit_ids = torch.tensor([i for i in range(len(tokenizer)) if any(c.isdigit() for c in tokenizer.decode([i]))])
+    digit = torch.isin(completion_ids, digit_ids) & mask.bool()  # [B, C]
+    first = digit & (digit.cumsum(1) == 1)  # [B, C] at most one per row
+    return mask.float() + (weight - 1.0) * first.float()
 
 
 @torch.no_grad()
@@ -78,15 +96,17 @@ def _lr(step: int, total: int, warmup: int) -> float:
 
 def pretrain_vl(
     name: str | VLFamilySpec,
-    steps: int = 300,
-    batch_size: int = 32,
-    lr: float = 3e-3,
+    steps: int = STEPS,
+    batch_size: int = BATCH_SIZE,
+    lr: float = LR,
     on_step: Callable[[int, object, object], None] | None = None,
 ) -> tuple[object, object, dict]:
     """Train a tiny VL family from its random init for `steps` AdamW steps; returns (model, processor, stats).
 
+    The first READ_ONLY_SHARE of the steps see "read" rows only, the rest the full mixture;
+    the loss is the completion tokens' weighted mean NLL (READ_TOKEN_WEIGHT on the read x).
     on_step(steps_done, model, processor) runs after each update (e.g. to measure accuracy).
-    stats: {"steps", "seconds", "losses"} with per-step mean completion-token NLL.
+    stats: {"steps", "seconds", "losses"} with the per-step weighted mean completion-token NLL.
     """
     spec = get_vl_family(name)
     torch.set_flush_denormal(True)
@@ -94,12 +114,15 @@ def pretrain_vl(
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr(s, steps, min(20, steps)))
+    read_rows: Iterator[dict] = iter_problems("train", seed=spec.seed, types=("read",))
     rows: Iterator[dict] = iter_problems("train", seed=spec.seed)
+    read_only = round(READ_ONLY_SHARE * steps)
     losses, start = [], time.perf_counter()
     for step in range(steps):
-        batch, completion, mask = encode_rows(processor, list(islice(rows, batch_size)))
+        batch, completion, mask = encode_rows(processor, list(islice(read_rows if step < read_only else rows, batch_size)))
+        weights = read_token_weights(processor.tokenizer, completion, mask, READ_TOKEN_WEIGHT)  # [B, C]
         logprobs = vision_sequence_logprobs(model, batch, completion, mask)  # [B, C]
-        loss = -(logprobs * mask).sum() / mask.sum()
+        loss = -(logprobs * weights).sum() / weights.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -113,7 +136,11 @@ def pretrain_vl(
 
 
 def ensure_pretrained_vl(
-    name: str | VLFamilySpec, steps: int = 300, batch_size: int = 32, lr: float = 3e-3, cache_dir: str | Path | None = None
+    name: str | VLFamilySpec,
+    steps: int = STEPS,
+    batch_size: int = BATCH_SIZE,
+    lr: float = LR,
+    cache_dir: str | Path | None = None,
 ) -> Path:
     """Directory of the pretrained family (model + processor, `load_vl` loads it), built when missing."""
     spec = get_vl_family(name)
@@ -138,7 +165,9 @@ def ensure_pretrained_vl(
     return final
 
 
-def accuracy_curve(name: str, steps: int, every: int, eval_rows: int = 64, batch_size: int = 32, lr: float = 3e-3) -> list[dict]:
+def accuracy_curve(
+    name: str, steps: int, every: int, eval_rows: int = 64, batch_size: int = BATCH_SIZE, lr: float = LR
+) -> list[dict]:
     """[{"step", "accuracy", "seconds"}] on `eval_rows` validation rows every `every` steps (for measurements)."""
     rows = make_split("validation", eval_rows, seed=7)
     curve, start = [], time.perf_counter()

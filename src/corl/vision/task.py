@@ -37,7 +37,11 @@ from corl.tiny.task import SPLIT_SHARES, SPLITS, boxed
 
 TYPES = ("read", "plus", "minus")
 SOURCE = "vtiny"
-FONT_SIZE = 22  # px: a digit spans ~2 patches of 8 px, readable by the tiny towers
+# px: a one-digit canvas is ~40-70 px, so Qwen2-VL's native-resolution ViT sees it as ~6-20 merged
+# tokens of 16x16 px (at 22 px it got 4, too coarse to learn to read; docs/vision.md section 5) and
+# SigLIP's fixed 48x48 resize keeps the digit filling much of its 6x6 patches.
+FONT_SIZE = 56
+MARGIN = FONT_SIZE // 8  # the canvas's spacing unit around the number
 
 
 @lru_cache(maxsize=4)
@@ -55,11 +59,12 @@ def render_number(text: str, rng: random.Random) -> Image.Image:
     left, top, right, bottom = font.getbbox(text)
     w, h = right - left, bottom - top
     # A tight canvas: the digits fill much of it, so the tiny towers see them at a readable scale.
-    width, height = rng.randint(w + 6, w + 18), rng.randint(h + 6, h + 12)
+    m = MARGIN
+    width, height = rng.randint(w + 2 * m, w + 6 * m), rng.randint(h + 2 * m, h + 4 * m)
     background = tuple(rng.randint(210, 255) for _ in range(3))
     ink = tuple(rng.randint(0, 60) for _ in range(3))
     image = Image.new("RGB", (width, height), background)
-    x, y = rng.randint(2, width - w - 2), rng.randint(2, height - h - 2)
+    x, y = rng.randint(m, width - w - m), rng.randint(m, height - h - m)
     ImageDraw.Draw(image).text((x - left, y - top), text, fill=ink, font=font)
     return image
 
