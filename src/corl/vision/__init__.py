@@ -1,4 +1,4 @@
-"""Vision-language agents (paper: VLMs trained with Co-RL on image math problems), standalone parts.
+"""Vision-language agents (paper: VLMs trained with Co-RL on image math problems): the parts the trainer uses.
 
     corl.vision.families    tiny random Qwen2-VL-style and LLaVA/SigLIP-style models + processors, built offline
     corl.vision.processing  load_processor (AutoProcessor, or Qwen2-VL's image-only processor without torchvision)
@@ -8,7 +8,7 @@
     corl.vision.pretrain    supervised pretraining of the tiny VL families on that task
     corl.vision.datasets    local loaders for open-r1 multimodal, MMR1, MathVista, MathVerse, MathVision, We-Math
 
-How these plug into the trainer: docs/vision.md. Submodules are imported on use.
+How the trainer uses them (corl.agent, corl.rollout, corl.models.load_agent_policy): docs/vision.md. Submodules are imported on use.
 """
 
 from __future__ import annotations
