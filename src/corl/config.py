@@ -161,6 +161,12 @@ class RolloutConfig(_Strict):
 
     engine: str = Field("hf", description="Rollout engine: hf (Hugging Face generate, any device) or vllm (colocated vLLM).")
     batch_size: int | None = Field(None, ge=1, description="hf: sequences per generate call (memory cap); None = all.")
+    kv_cache: Literal["auto", "dynamic", "static"] = Field(
+        "auto",
+        description="hf: generate's KV cache. static preallocates prompt + max_new_tokens and writes in place (on CPU "
+        "~16% less sampling time for small models: no per-token concatenation); dynamic grows it; auto = static on "
+        "CPU for text models, dynamic elsewhere.",
+    )
     gpu_memory_utilization: float | None = Field(
         None,
         gt=0,

@@ -52,7 +52,9 @@ class _LogprobRecorder:
         return torch.stack(self.picked[: completion.shape[1]], dim=1)
 
 
-def _generation_config(params: SamplingParams, eos_ids: list[int], pad_id: int, suppress: list[int] | None = None):
+def _generation_config(
+    params: SamplingParams, eos_ids: list[int], pad_id: int, suppress: list[int] | None = None, cache: str = "dynamic"
+):
     """Every field set here, none inherited from the checkpoint's generation_config.json
     (a repetition penalty or min_p there would sample a distribution the loss does not score)."""
     from transformers import GenerationConfig
@@ -84,6 +86,7 @@ def _generation_config(params: SamplingParams, eos_ids: list[int], pad_id: int, 
         eos_token_id=eos_ids,
         pad_token_id=pad_id,
         return_dict_in_generate=True,
+        cache_implementation="static" if cache == "static" else None,
     )
 
 
@@ -118,7 +121,15 @@ class HFGenerateEngine:
     (`Rollout.vision`) for the update's forward pass.
     """
 
-    def __init__(self, model, tokenizer, batch_size: int | None = None, add_special_tokens: bool = True, processor=None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        batch_size: int | None = None,
+        add_special_tokens: bool = True,
+        processor=None,
+        kv_cache: str = "auto",
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -126,10 +137,24 @@ class HFGenerateEngine:
         self.processor = processor
         self.eos_ids = eos_ids_of(model, tokenizer)
         self.suppressed_ids = tuple(multimodal_token_ids(model)) if processor is not None else ()
+        if kv_cache == "auto":
+            # Measured on CPU (benchmarks/vs_trl.py's job): a static cache writes each token's keys
+            # and values in place where the dynamic one concatenates, 16% of the sampling time.
+            # On GPUs attention over the whole preallocated length would cost more than it saves.
+            on_cpu = next(model.parameters()).device.type == "cpu"
+            kv_cache = "static" if on_cpu and processor is None else "dynamic"
+        self.kv_cache = kv_cache
 
     @classmethod
     def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True, processor=None) -> HFGenerateEngine:
-        return cls(model, tokenizer, batch_size=options.batch_size, add_special_tokens=add_special_tokens, processor=processor)
+        return cls(
+            model,
+            tokenizer,
+            batch_size=options.batch_size,
+            add_special_tokens=add_special_tokens,
+            processor=processor,
+            kv_cache=options.kv_cache,
+        )
 
     def _encode(self, prompts: list[Prompt], device) -> tuple[dict[str, torch.Tensor], object | None]:
         """The prompts' model inputs ([B, P] left-padded), and their VisionInputs when they have images."""
@@ -151,7 +176,7 @@ class HFGenerateEngine:
         device = next(self.model.parameters()).device
         inputs, vision = self._encode(prompts, device)
         prompt_ids, prompt_mask = inputs["input_ids"], inputs["attention_mask"]  # [B, P]
-        config = _generation_config(params, self.eos_ids, tok.pad_token_id, list(self.suppressed_ids))
+        config = _generation_config(params, self.eos_ids, tok.pad_token_id, list(self.suppressed_ids), self.kv_cache)
         was_training = self.model.training
         self.model.eval()
         chunks = []
