@@ -27,7 +27,7 @@ from corl.grpo import (
 from corl.models import prepare_frozen, prepare_model, save_policy
 from corl.parallel import DataParallel
 from corl.rollout import Rollout, SamplingParams, SyncStats, build_engine
-from corl.rollout.base import ImagePrompt, Prompt, pad_right
+from corl.rollout.base import Prompt, pad_right
 
 # Logits held at once by the chunked output projection: 2**24 floats are 64 MB in float32.
 # A step's peak then grows with the hidden states ([n, C, H]), not with the vocabulary.
@@ -254,13 +254,9 @@ class Agent:
         key = text_key or self.prompt_field
         if self.processor is None:
             return [self.template.render(p.texts[key], self.tokenizer) for p in problems]
-        from corl.vision.inputs import chat_prompt
+        from corl.vision.inputs import image_prompt
 
-        out = []
-        for p in problems:
-            images = tuple(p.inputs.get(IMAGES_INPUT) or ())
-            out.append(ImagePrompt(chat_prompt(self.processor, self.template.text(p.texts[key]), len(images)), images))
-        return out
+        return [image_prompt(self.processor, self.template.text(p.texts[key]), p.inputs.get(IMAGES_INPUT)) for p in problems]
 
     def generating(self):
         """Context for generation and no-grad passes: under FSDP it gathers the whole model

@@ -40,7 +40,6 @@ from corl.config import RolloutConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
 from corl.evaluate import accuracy_by_group, grade, sample_answers
 from corl.rollout import SamplingParams, build_engine
-from corl.rollout.base import ImagePrompt
 
 
 @dataclass(frozen=True)
@@ -138,12 +137,10 @@ TEMPLATE, VISION_TEMPLATE = "{problem}\n", "{problem}"
 def prompts_for(problems: list[Problem], processor=None) -> list:
     if processor is None:
         return [TEMPLATE.format(problem=p.texts["problem"]) for p in problems]
-    from corl.vision.inputs import chat_prompt
+    from corl.vision.inputs import image_prompt
 
     return [
-        ImagePrompt(chat_prompt(processor, VISION_TEMPLATE.format(problem=p.texts["problem"]), len(images)), tuple(images))
-        for p in problems
-        for images in [p.inputs.get(IMAGES_INPUT) or ()]
+        image_prompt(processor, VISION_TEMPLATE.format(problem=p.texts["problem"]), p.inputs.get(IMAGES_INPUT)) for p in problems
     ]
 
 

@@ -135,14 +135,9 @@ def _math_prompts(problems, field: str, template, tok, processor) -> list:
     if processor is None:
         return [template.render(p.texts[field], tok) for p in problems]
     from corl.data import IMAGES_INPUT
-    from corl.rollout.base import ImagePrompt
-    from corl.vision.inputs import chat_prompt
+    from corl.vision.inputs import image_prompt
 
-    out = []
-    for p in problems:
-        images = tuple(p.inputs.get(IMAGES_INPUT) or ())
-        out.append(ImagePrompt(chat_prompt(processor, template.text(p.texts[field]), len(images)), images))
-    return out
+    return [image_prompt(processor, template.text(p.texts[field]), p.inputs.get(IMAGES_INPUT)) for p in problems]
 
 
 def _evaluate_math(

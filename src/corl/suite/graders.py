@@ -159,14 +159,13 @@ def render(bench: Benchmark, item: Item, tokenizer, shots: Sequence[Mapping] = (
     from corl import code_eval
 
     if bench.grader == "vision":
-        from corl.rollout.base import ImagePrompt
-        from corl.vision.inputs import chat_prompt
+        from corl.vision.inputs import image_prompt
 
         if processor is None:
             raise ValueError("a text-only checkpoint cannot see the images of a vision benchmark")
-        images = tuple(item.row.get("images") or ())
-        text = PromptTemplate(bench.template, bench.instruction).text(item.problem)
-        return ImagePrompt(chat_prompt(processor, text, len(images)), images)
+        return image_prompt(
+            processor, PromptTemplate(bench.template, bench.instruction).text(item.problem), item.row.get("images")
+        )
     if bench.grader != "code":
         return PromptTemplate(bench.template, bench.instruction, bench.chat).render(item.problem, tokenizer)
     if bench.code_style == "humaneval":

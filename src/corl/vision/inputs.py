@@ -31,6 +31,8 @@ from pathlib import Path
 import torch
 from PIL import Image
 
+from corl.rollout.base import ImagePrompt
+
 DEFAULT_MAX_SIDE = 1024
 TOKEN_KEYS = ("mm_token_type_ids", "token_type_ids")  # [B, P], zero on text tokens
 IMAGE_KEYS = ("image_grid_thw", "image_sizes")  # one row per image
@@ -70,6 +72,13 @@ def chat_prompt(processor, problem: str, num_images: int) -> str:
     """The prompt text of a problem with `num_images` images in front (the processor's chat template)."""
     content = [{"type": "image"} for _ in range(num_images)] + [{"type": "text", "text": problem}]
     return processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False)
+
+
+def image_prompt(processor, text: str, images) -> ImagePrompt:
+    """A rollout prompt with images: `text` in the processor's chat template, one placeholder
+    per image in front (`images`: a row's list, None or empty for a text-only row)."""
+    images = tuple(images or ())
+    return ImagePrompt(chat_prompt(processor, text, len(images)), images)
 
 
 @dataclass
