@@ -76,7 +76,11 @@ def resolve_device(device: str = "auto") -> torch.device:
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(path)
+    return _ready_for_rollouts(AutoTokenizer.from_pretrained(path), path)
+
+
+def _ready_for_rollouts(tok, path: str):
+    """A tokenizer as the engines need it: a pad token, an EOS token, padding on the left."""
     if tok.pad_token is None:
         # Many base models ship without a pad token; padding is masked out everywhere.
         tok.pad_token = tok.eos_token
@@ -112,12 +116,7 @@ def load_vision_policy(model: str, device: str | torch.device = "cpu", dtype: to
     policy = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype or torch.float32)
     policy.to(device if isinstance(device, torch.device) else resolve_device(device))
     processor = load_processor(path)
-    tok = processor.tokenizer
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    if tok.eos_token is None:
-        raise ValueError(f"tokenizer of {path!r} has no EOS token: generation could never stop")
-    tok.padding_side = "left"
+    _ready_for_rollouts(processor.tokenizer, path)  # the processor's own tokenizer object, changed in place
     return policy, processor
 
 

@@ -256,7 +256,9 @@ class VLLMEngine:
         base = hf_model_of(model)
         self.config = base.config
         self.suppressed_ids = tuple(multimodal_token_ids(base)) if processor is not None else ()
-        self.vocab_size = _text_config(base.config).vocab_size
+        banned = set(self.suppressed_ids)
+        vocab = _text_config(base.config).vocab_size
+        self.allowed_ids = [i for i in range(vocab) if i not in banned] if banned else None
         self.device = next(base.parameters()).device  # where the trainer wants its rollouts
         self.eos_ids = eos_ids_of(base, tokenizer)
         self.on_cpu = current_platform.is_cpu()
@@ -377,21 +379,13 @@ class VLLMEngine:
             prompt_logprobs=None,
             logit_bias=None,
             # a vision-language model never samples its image placeholders (the HF engine's suppress_tokens)
-            allowed_token_ids=self._allowed_ids(),
+            allowed_token_ids=self.allowed_ids,
             bad_words=None,
             detokenize=False,  # corl decodes with its own tokenizer, as the HF engine does
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
         fields.update(overrides)
         return VLLMSamplingParams(**fields)
-
-    def _allowed_ids(self) -> list[int] | None:
-        if not self.suppressed_ids:
-            return None
-        if not hasattr(self, "_allowed"):
-            banned = set(self.suppressed_ids)
-            self._allowed = [i for i in range(self.vocab_size) if i not in banned]
-        return self._allowed
 
     def _request_seed(self) -> int | None:
         """None: in-process vLLM samples from torch's global RNG, so the trainer's seed governs
