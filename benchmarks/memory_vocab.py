@@ -26,6 +26,9 @@ Modes:
                 completion position at once, [N, C, V]); what the update held before
                 issue 19, less the prompt positions. Run at small N only: [128, 128, V]
                 would be 10 GB of float32 logits, several times over.
+    sampling    the rollout side: the HF engine's sampler (corl.rollout.compact) drawing
+                N sequences of C tokens from N / K random prompts (every sequence runs to
+                C: EOS is one id in 151k); its KV cache and one [N, V] row of logits per step
 
 Sdpa attention: eager attention keeps [N, heads, S, S] weights per layer for the backward
 (O(N * S^2), 1.6 GB per layer at 128 x 528) which has nothing to do with the vocabulary.
@@ -35,6 +38,7 @@ Prints figures; not a test.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -97,6 +101,8 @@ def child(n: int, c: int, vocab: int, mode: str) -> dict:
         return r, rewards
 
     params = SamplingParams(temperature=1.0, max_new_tokens=c)
+    if mode == "sampling":
+        return sampling_peak(model, n, c, vocab, params)
     warm, warm_rewards = rollout(K, 4)
     agent.update(warm, warm_rewards, params)  # AdamW states and gradients now exist
     big, rewards = rollout(n, c)
@@ -118,10 +124,40 @@ def child(n: int, c: int, vocab: int, mode: str) -> dict:
     }
 
 
+def sampling_peak(model, n: int, c: int, vocab: int, params) -> dict:
+    """Peak RSS of the HF engine's sampler drawing n sequences of c tokens (n / K prompts)."""
+    import torch
+
+    from corl.rollout.compact import sample_compacting
+
+    model.eval()
+    prompts = torch.randint(3, vocab, (n // K, P))
+    prompt_of = torch.arange(n) // K
+    ones = torch.ones(n // K, P, dtype=torch.long)
+    sample_compacting(model, prompts[:1], ones[:1], prompt_of[:K], dataclasses.replace(params, max_new_tokens=4), [1], 2)
+    baseline = rss_bytes()
+    t0 = time.perf_counter()
+    tokens, _ = sample_compacting(model, prompts, ones, prompt_of, params, [1], 2)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "n": n,
+        "c": c,
+        "vocab": vocab,
+        "mode": "sampling",
+        "params": sum(p.numel() for p in model.parameters()),
+        "baseline_gb": baseline / 1e9,
+        "peak_above_gb": (peak - baseline) / 1e9,
+        "seconds": seconds,
+        "active": int(tokens.shape[1]),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", default="128x128,128x512", help="chunked mode: NxC,...")
     ap.add_argument("--unchunked", default="8x128,16x128", help="unchunked mode: NxC,... ('' to skip)")
+    ap.add_argument("--sampling", default="128x128,128x512", help="the HF engine's sampler: NxC,... ('' to skip)")
     ap.add_argument("--vocab", type=int, default=151_936)
     ap.add_argument("--child", nargs=4, metavar=("N", "C", "VOCAB", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -130,9 +166,11 @@ def main() -> None:
         print(json.dumps(child(int(n), int(c), int(vocab), mode)))
         return
 
-    runs = [(cfg, "chunked") for cfg in args.configs.split(",") if cfg] + [
-        (cfg, "unchunked") for cfg in args.unchunked.split(",") if cfg
-    ]
+    runs = (
+        [(cfg, "chunked") for cfg in args.configs.split(",") if cfg]
+        + [(cfg, "unchunked") for cfg in args.unchunked.split(",") if cfg]
+        + [(cfg, "sampling") for cfg in args.sampling.split(",") if cfg]
+    )
     print(f"load average {os.getloadavg()[0]:.1f}; V = {args.vocab}; peak RSS above the post-warm-up baseline")
     print(f"{'mode':>10} {'N x C':>9} {'baseline GB':>12} {'peak above GB':>14} {'GB per 1k tokens':>17} {'step s':>8}")
     results = []
@@ -147,14 +185,14 @@ def main() -> None:
         results.append(r)
         per_k = r["peak_above_gb"] / (n * c / 1000)
         print(f"{mode:>10} {cfg:>9} {r['baseline_gb']:12.3f} {r['peak_above_gb']:14.3f} {per_k:17.4f} {r['seconds']:8.1f}")
-    chunked = [r for r in results if r["mode"] == "chunked"]
-    if len(chunked) >= 2:
-        a, b = chunked[0], chunked[-1]
-        tokens = (b["n"] * b["c"]) / (a["n"] * a["c"])
-        growth = b["peak_above_gb"] / a["peak_above_gb"]
-        print(
-            f"chunked: N*C grew {tokens:.2f}x, peak above baseline grew {growth:.2f}x ({'<=' if growth <= tokens else '>'} N*C)"
-        )
+    for mode in ("chunked", "sampling"):
+        same = [r for r in results if r["mode"] == mode]
+        if len(same) >= 2:
+            a, b = same[0], same[-1]
+            tokens = (b["n"] * b["c"]) / (a["n"] * a["c"])
+            growth = b["peak_above_gb"] / a["peak_above_gb"]
+            verdict = "<=" if growth <= tokens else ">"
+            print(f"{mode}: N*C grew {tokens:.2f}x, peak above baseline grew {growth:.2f}x ({verdict} N*C)")
 
 
 if __name__ == "__main__":

@@ -186,6 +186,7 @@ def trl_child(folder: Path, data: Path, workdir: Path) -> None:
         logging_steps=10_000,
         save_strategy="no",
         report_to="none",
+        disable_tqdm=True,  # its progress bar would interleave with the table (and costs TRL a little)
         seed=0,
         dataloader_num_workers=0,
     )

@@ -167,6 +167,12 @@ class RolloutConfig(_Strict):
         "~16% less sampling time for small models: no per-token concatenation); dynamic grows it; auto = static on "
         "CPU for text models, dynamic elsewhere.",
     )
+    decode: Literal["auto", "compact", "generate"] = Field(
+        "auto",
+        description="hf: the sampling loop. compact drops each sequence from the batch when it ends (corl.rollout."
+        "compact; text decoder-only models); generate is transformers' generate, which keeps every sequence until "
+        "the last one ends; auto = compact where it applies.",
+    )
     gpu_memory_utilization: float | None = Field(
         None,
         gt=0,

@@ -18,6 +18,7 @@ from corl.rollout.base import (
     multimodal_token_ids,
     pad_right,
 )
+from corl.rollout.compact import sample_compacting, supports_compact_sampling
 from corl.rollout.registry import register_engine
 
 
@@ -129,6 +130,7 @@ class HFGenerateEngine:
         add_special_tokens: bool = True,
         processor=None,
         kv_cache: str = "auto",
+        decode: str = "auto",
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -144,6 +146,15 @@ class HFGenerateEngine:
             on_cpu = next(model.parameters()).device.type == "cpu"
             kv_cache = "static" if on_cpu and processor is None else "dynamic"
         self.kv_cache = kv_cache
+        if decode == "auto":
+            decode = "compact" if processor is None and supports_compact_sampling(model) else "generate"
+        elif decode == "compact" and (processor is not None or not supports_compact_sampling(model)):
+            raise ValueError(
+                f"rollout.decode: compact needs a decoder-only text model taking a cache and position ids; "
+                f"{type(model).__name__} {'has a processor (vision)' if processor is not None else 'does not'}: "
+                "use decode: generate"
+            )
+        self.decode = decode
 
     @classmethod
     def from_config(cls, model, tokenizer, options, *, add_special_tokens: bool = True, processor=None) -> HFGenerateEngine:
@@ -154,6 +165,7 @@ class HFGenerateEngine:
             add_special_tokens=add_special_tokens,
             processor=processor,
             kv_cache=options.kv_cache,
+            decode=options.decode,
         )
 
     def _encode(self, prompts: list[Prompt], device) -> tuple[dict[str, torch.Tensor], object | None]:
@@ -190,6 +202,13 @@ class HFGenerateEngine:
                     kwargs = {"input_ids": prompt_ids[rows], "attention_mask": prompt_mask[rows]}
                 else:
                     kwargs = vision.select(rows).model_kwargs()
+                if self.decode == "compact":
+                    chunks.append(
+                        sample_compacting(
+                            self.model, prompt_ids, prompt_mask, rows, params, self.eos_ids, tok.pad_token_id
+                        )
+                    )
+                    continue
                 recorder = _LogprobRecorder()
                 out = self.model.generate(**kwargs, generation_config=config, logits_processor=_processors(params, recorder))
                 completion = out.sequences[:, prompt_ids.shape[1] :]  # [n, c]
