@@ -1,7 +1,7 @@
 """What does Co-RL's coupling cost? A two-agent cohort step vs two independent single-agent steps.
 
 Usage:
-    python benchmarks/cohort_overhead.py                  # 2 warm-up + 6 measured pairs
+    python benchmarks/cohort_overhead.py                  # 2 warm-up + 20 measured pairs
     python benchmarks/cohort_overhead.py --pairs 8 --labels peer
 
 Two tiny models (Llama- and Qwen2-style, hidden 128, 4 layers, per-character tokenizer,
@@ -44,7 +44,7 @@ def trainer_for(models: list[Path], data: Path, labels: str, out: Path):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--pairs", type=int, default=20)  # per-pair ratios swing ±20% on a shared 2-core machine
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--labels", choices=("truth", "peer"), default="truth")
     ap.add_argument("--pretrain-steps", type=int, default=300)
@@ -71,17 +71,18 @@ def main() -> None:
         # agent n of the cohort and this trainer's only agent draw the same samples
         single._seed = lambda step, _agent, n=n: sampling_seed(0, step, n, 0)
 
-    def run_cohort(step: int) -> tuple[float, list[float], list[float]]:
+    def run_cohort(step: int) -> tuple[float, list[float], list[float], list[float]]:
         t0 = time.perf_counter()
         m = cohort.step(step)
         return (
             time.perf_counter() - t0,
             [m.get(f"m{n}/loss") for n in range(2)],
             [m.get(f"m{n}/active_sequences") for n in range(2)],
+            [m["time/sample_s"], m["time/update_s"]],
         )
 
-    def run_singles(step: int) -> tuple[float, list[float], list[float]]:
-        seconds, losses, active = 0.0, [], []
+    def run_singles(step: int) -> tuple[float, list[float], list[float], list[float]]:
+        seconds, losses, active, phases = 0.0, [], [], [0.0, 0.0]
         for single in singles:
             t0 = time.perf_counter()
             m = single.step(step)
@@ -89,15 +90,20 @@ def main() -> None:
             name = single.cfg.agents[0].name
             losses.append(m.get(f"{name}/loss"))
             active.append(m.get(f"{name}/active_sequences"))
-        return seconds, losses, active
+            phases = [phases[0] + m["time/sample_s"], phases[1] + m["time/update_s"]]
+        return seconds, losses, active, phases
 
     step = 0
     for _ in range(args.warmup):
         run_cohort(step), run_singles(step)
         step += 1
     print(f"load average {os.getloadavg()[0]:.1f}; labels {args.labels}; {PROMPTS} prompts x K={K}, <= {MAX_NEW} tokens")
-    print(f"{'pair':>4} {'first':>7} {'cohort s':>9} {'singles s':>10} {'ratio':>6}  active (cohort | singles)  same update")
+    print(
+        f"{'pair':>4} {'first':>7} {'cohort s':>9} {'singles s':>10} {'ratio':>6}  {'sample':>6} {'update':>6} "
+        f"{'rest s':>13}  active (cohort | singles)  same update"
+    )
     ratios, same = [], True
+    phase_ratios: list[tuple[float, float]] = []
     for i in range(args.pairs):
         if i % 2 == 0:
             c, s = run_cohort(step), run_singles(step)
@@ -106,11 +112,25 @@ def main() -> None:
         equal = c[1] == s[1]
         same &= equal
         ratios.append(c[0] / s[0])
+        phase_ratios.append((c[3][0] / s[3][0], c[3][1] / s[3][1]))
+        # rest: everything of a step outside sampling and the update (answers, exchange, labels,
+        # rewards, diagnostics), cohort | singles
+        rest = f"{c[0] - sum(c[3]):.3f} | {s[0] - sum(s[3]):.3f}"
         print(
-            f"{i:>4} {'cohort' if i % 2 == 0 else 'singles':>7} {c[0]:9.2f} {s[0]:10.2f} {ratios[-1]:6.3f}  {c[2]} | {s[2]}  {equal}"
+            f"{i:>4} {'cohort' if i % 2 == 0 else 'singles':>7} {c[0]:9.2f} {s[0]:10.2f} {ratios[-1]:6.3f}  "
+            f"{phase_ratios[-1][0]:6.3f} {phase_ratios[-1][1]:6.3f} {rest:>13}  {c[2]} | {s[2]}  {equal}"
         )
         step += 1
     print(f"median cohort / (two single-agent steps): {statistics.median(ratios):.3f}x over {len(ratios)} pairs")
+    print(
+        f"  sampling {statistics.median(r[0] for r in phase_ratios):.3f}x, "
+        f"update {statistics.median(r[1] for r in phase_ratios):.3f}x (medians of the per-pair phase ratios)"
+    )
+    # whichever side runs first in a pair tends to be slower (caches, allocator): a cohort-first
+    # and a singles-first pair together cancel that bias
+    balanced = [(ratios[i] * ratios[i + 1]) ** 0.5 for i in range(0, len(ratios) - 1, 2)]
+    if balanced:
+        print(f"  order-balanced (geometric mean of consecutive pairs): {statistics.median(balanced):.3f}x")
     if args.labels == "truth":
         print(f"every pair's updates identical (losses equal): {same}")
 

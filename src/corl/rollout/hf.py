@@ -1,5 +1,7 @@
-"""Hugging Face `generate` as a rollout engine: works on any device, samples from the
-very weights that train (so `sync_weights` has nothing to do)."""
+"""Hugging Face models as a rollout engine: works on any device, samples from the very
+weights that train (so `sync_weights` has nothing to do). Text models sample through
+`corl.rollout.compact` (sequences leave the batch when they end); vision-language models,
+and any model with `rollout.decode: generate`, through transformers' `generate`."""
 
 from __future__ import annotations
 
@@ -115,7 +117,7 @@ def _own_generation_defaults(model, config):
 
 @register_engine("hf")
 class HFGenerateEngine:
-    """Batched sampling with `model.generate`; the same weights that train.
+    """Batched sampling from the weights that train: the compacting loop or `model.generate`.
 
     With a `processor` (a vision-language model) it also takes `ImagePrompt`s: their images
     go through the processor with the text, and the rollout keeps the prompt-level inputs
