@@ -206,9 +206,7 @@ class HFGenerateEngine:
                     kwargs = vision.select(rows).model_kwargs()
                 if self.decode == "compact":
                     chunks.append(
-                        sample_compacting(
-                            self.model, prompt_ids, prompt_mask, rows, params, self.eos_ids, tok.pad_token_id
-                        )
+                        sample_compacting(self.model, prompt_ids, prompt_mask, rows, params, self.eos_ids, tok.pad_token_id)
                     )
                     continue
                 recorder = _LogprobRecorder()
