@@ -34,15 +34,16 @@ from corl.rollout.base import SamplingParams
 COMPACT_SHARE = 1 / 8
 
 
-def _warpers(params: SamplingParams):
-    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+def sampling_warpers(params: SamplingParams) -> list:
+    """Temperature, then top-p: transformers' own warpers, in generate's order."""
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
     steps = []
     if params.temperature not in (0, 1.0):
         steps.append(TemperatureLogitsWarper(params.temperature))
     if params.temperature != 0 and params.top_p < 1.0:
         steps.append(TopPLogitsWarper(params.top_p))
-    return LogitsProcessorList(steps)
+    return steps
 
 
 def supports_compact_sampling(model) -> bool:
@@ -69,13 +70,13 @@ def sample_compacting(
 
     Each distinct prompt is read once: its K samples start from copies of one prefill's keys
     and values (generate prefills all K copies)."""
-    from transformers import DynamicCache
+    from transformers import DynamicCache, LogitsProcessorList
 
     n, device = prompt_of.shape[0], prompt_ids.device
     names = set(inspect.signature(model.forward).parameters)
     cache_key = "cache" if "cache" in names else "past_key_values"
     keep_last = {"logits_to_keep": 1} if "logits_to_keep" in names else {}
-    warp = _warpers(params)
+    warp = LogitsProcessorList(sampling_warpers(params))
     eos = torch.tensor(eos_ids, device=device)
 
     distinct, copy_of = torch.unique(prompt_of, return_inverse=True)  # prefill rows, and each sequence's

@@ -20,7 +20,7 @@ from corl.rollout.base import (
     multimodal_token_ids,
     pad_right,
 )
-from corl.rollout.compact import sample_compacting, supports_compact_sampling
+from corl.rollout.compact import sample_compacting, sampling_warpers, supports_compact_sampling
 from corl.rollout.registry import register_engine
 
 
@@ -94,14 +94,9 @@ def _generation_config(
 
 
 def _processors(params: SamplingParams, recorder: _LogprobRecorder):
-    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+    from transformers import LogitsProcessorList
 
-    steps = []
-    if params.temperature not in (0, 1.0):
-        steps.append(TemperatureLogitsWarper(params.temperature))
-    if params.temperature != 0 and params.top_p < 1.0:
-        steps.append(TopPLogitsWarper(params.top_p))
-    return LogitsProcessorList([*steps, recorder])
+    return LogitsProcessorList([*sampling_warpers(params), recorder])
 
 
 @contextlib.contextmanager
