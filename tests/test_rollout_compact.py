@@ -81,3 +81,21 @@ def test_compact_is_refused_where_it_cannot_run(tiny_models):
     with pytest.raises(ValueError, match="decode: generate"):
         HFGenerateEngine(model, tok, processor=object(), decode="compact")
     assert HFGenerateEngine(model, tok).decode == "compact"
+
+
+def test_a_lora_model_samples_through_the_loop_with_its_adapters(tiny_models, monkeypatch):
+    """Under peft the loop calls the base model, into which the adapters are injected: its
+    samples are the adapted model's (equal to generate's on the PeftModel), not the base's."""
+    peft = pytest.importorskip("peft")
+    model, tok = load_policy(str(tiny_models["llama-char"]))
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    fast = HFGenerateEngine(lora, tok)
+    assert fast.decode == "compact"
+    ref = HFGenerateEngine(lora, tok, decode="generate", kv_cache="dynamic")
+    params = SamplingParams(temperature=1.0, max_new_tokens=16)
+    monkeypatch.setattr(compact, "COMPACT_SHARE", 2.0)
+    a, b = _rollout(fast, params, seed=5), _rollout(ref, params, seed=5)
+    assert a.texts == b.texts
+    with lora.disable_adapter():
+        plain = _rollout(fast, params, seed=5)
+    assert plain.texts != a.texts  # the adapters (random, not zero-initialised) do change the samples

@@ -47,8 +47,20 @@ def sampling_warpers(params: SamplingParams) -> list:
     return steps
 
 
+def decoder_of(model):
+    """The module to call: under a peft LoRA wrapper, its base model, into whose layers the
+    adapters are injected (PeftModel's own forward takes no position ids)."""
+    if hasattr(model, "get_base_model"):
+        configs = getattr(model, "peft_config", {}).values()
+        if any(getattr(c, "is_prompt_learning", False) for c in configs):
+            return model  # virtual tokens live in the wrapper's forward: no compact loop
+        return model.get_base_model()
+    return model
+
+
 def supports_compact_sampling(model) -> bool:
     """A decoder-only model whose forward takes a `cache` / `past_key_values` and position ids."""
+    model = decoder_of(model)
     if getattr(model.config, "is_encoder_decoder", False):
         return False
     names = set(inspect.signature(model.forward).parameters)
@@ -73,6 +85,7 @@ def sample_compacting(
     and values (generate prefills all K copies)."""
     from transformers import DynamicCache, LogitsProcessorList
 
+    model = decoder_of(model)
     n, device = prompt_of.shape[0], prompt_ids.device
     names = set(inspect.signature(model.forward).parameters)
     cache_key = "cache" if "cache" in names else "past_key_values"
