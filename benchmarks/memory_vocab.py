@@ -74,6 +74,9 @@ def child(n: int, c: int, vocab: int, mode: str) -> dict:
         bos_token_id=0, eos_token_id=1, pad_token_id=2,
     )  # fmt: skip
     model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    params = SamplingParams(temperature=1.0, max_new_tokens=c)
+    if mode == "sampling":
+        return sampling_peak(model, n, c, vocab, params)
     tokenizer = SimpleNamespace(eos_token_id=1, pad_token_id=2)  # the HF engine's constructor reads only these
     agent = Agent(
         AgentConfig(name="a", model="random", lr=1e-4),
@@ -102,28 +105,13 @@ def child(n: int, c: int, vocab: int, mode: str) -> dict:
         rewards = (torch.arange(n) % 2).float().view(-1, K)  # [B, K]: 1/0 alternating, all active
         return r, rewards
 
-    params = SamplingParams(temperature=1.0, max_new_tokens=c)
-    if mode == "sampling":
-        return sampling_peak(model, n, c, vocab, params)
     warm, warm_rewards = rollout(K, 4)
     agent.update(warm, warm_rewards, params)  # AdamW states and gradients now exist
     big, rewards = rollout(n, c)
     baseline = rss_bytes()
     t0 = time.perf_counter()
     stats = agent.update(big, rewards, params)
-    seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {
-        "n": n,
-        "c": c,
-        "vocab": vocab,
-        "mode": mode,
-        "params": sum(p.numel() for p in model.parameters()),
-        "baseline_gb": baseline / 1e9,
-        "peak_above_gb": (peak - baseline) / 1e9,
-        "seconds": seconds,
-        "active": stats.active_sequences,
-    }
+    return result(model, n, c, vocab, mode, baseline, time.perf_counter() - t0, stats.active_sequences)
 
 
 def sampling_peak(model, n: int, c: int, vocab: int, params) -> dict:
@@ -140,18 +128,22 @@ def sampling_peak(model, n: int, c: int, vocab: int, params) -> dict:
     baseline = rss_bytes()
     t0 = time.perf_counter()
     tokens, _ = sample_compacting(model, prompts, ones, prompt_of, params, [1], 2)
-    seconds = time.perf_counter() - t0
+    return result(model, n, c, vocab, "sampling", baseline, time.perf_counter() - t0, int(tokens.shape[1]))
+
+
+def result(model, n: int, c: int, vocab: int, mode: str, baseline: int, seconds: float, active: int) -> dict:
+    """One configuration's figures; the peak is the process's, read now."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "n": n,
         "c": c,
         "vocab": vocab,
-        "mode": "sampling",
+        "mode": mode,
         "params": sum(p.numel() for p in model.parameters()),
         "baseline_gb": baseline / 1e9,
         "peak_above_gb": (peak - baseline) / 1e9,
         "seconds": seconds,
-        "active": int(tokens.shape[1]),
+        "active": active,
     }
 
 
