@@ -163,9 +163,10 @@ class RolloutConfig(_Strict):
     batch_size: int | None = Field(None, ge=1, description="hf: sequences per generate call (memory cap); None = all.")
     kv_cache: Literal["auto", "dynamic", "static"] = Field(
         "auto",
-        description="hf: generate's KV cache. static preallocates prompt + max_new_tokens and writes in place (on CPU "
-        "~16% less sampling time for small models: no per-token concatenation); dynamic grows it; auto = static on "
-        "CPU for text models, dynamic elsewhere.",
+        description="hf, where it samples through generate (decode: generate, vision-language models): generate's KV "
+        "cache. static preallocates prompt + max_new_tokens and writes in place (on CPU ~16% less sampling time for "
+        "small text models: no per-token concatenation); dynamic grows it; auto = static on CPU for text models, "
+        "dynamic elsewhere. The compact loop always grows its cache (it drops rows).",
     )
     decode: Literal["auto", "compact", "generate"] = Field(
         "auto",

@@ -194,16 +194,17 @@ class HFGenerateEngine:
         with _own_generation_defaults(self.model, config):
             for start in range(0, total, step):
                 rows = torch.arange(start, min(start + step, total)) // num_samples  # [n] the prompt of each sequence
+                if self.decode == "compact":  # text models only (see __init__)
+                    rows = rows.to(device)
+                    chunks.append(
+                        sample_compacting(self.model, prompt_ids, prompt_mask, rows, params, self.eos_ids, tok.pad_token_id)
+                    )
+                    continue
                 if vision is None:
                     rows = rows.to(device)
                     kwargs = {"input_ids": prompt_ids[rows], "attention_mask": prompt_mask[rows]}
                 else:
                     kwargs = vision.select(rows).model_kwargs()
-                if self.decode == "compact":
-                    chunks.append(
-                        sample_compacting(self.model, prompt_ids, prompt_mask, rows, params, self.eos_ids, tok.pad_token_id)
-                    )
-                    continue
                 recorder = _LogprobRecorder()
                 out = self.model.generate(**kwargs, generation_config=config, logits_processor=_processors(params, recorder))
                 completion = out.sequences[:, prompt_ids.shape[1] :]  # [n, c]
