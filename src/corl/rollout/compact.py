@@ -97,17 +97,15 @@ def sample_compacting(
     mask = prompt_mask[distinct].long()
     position = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # [b, P], as generate's
     cache = DynamicCache(config=model.config)
-    out = model(
-        input_ids=prompt_ids[distinct],
-        attention_mask=mask,
-        position_ids=position,
-        use_cache=True,
-        **{cache_key: cache},
-        **keep_last,
-    )
+
+    def last_logits(ids: torch.Tensor, mask: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        out = model(input_ids=ids, attention_mask=mask, position_ids=position, use_cache=True, **{cache_key: cache}, **keep_last)
+        return out.logits[:, -1, :]
+
+    logits = last_logits(prompt_ids[distinct], mask, position)
     copy_of = copy_of.to(device)
     cache.batch_select_indices(copy_of)
-    logits, mask, position = out.logits[copy_of, -1, :], mask[copy_of], position[copy_of, -1:]
+    logits, mask, position = logits[copy_of], mask[copy_of], position[copy_of, -1:]
 
     tokens = torch.full((n, params.max_new_tokens), pad_id, dtype=torch.long, device=device)
     logprobs = torch.zeros((n, params.max_new_tokens), dtype=torch.float32, device=device)
@@ -134,13 +132,5 @@ def sample_compacting(
             rows, mask, position, picked, done = rows[keep], mask[keep], position[keep], picked[keep], done[keep]
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         position = position + 1
-        out = model(
-            input_ids=picked.unsqueeze(1),
-            attention_mask=mask,
-            position_ids=position,
-            use_cache=True,
-            **{cache_key: cache},
-            **keep_last,
-        )
-        logits = out.logits[:, -1, :]
+        logits = last_logits(picked.unsqueeze(1), mask, position)
     return tokens[:, :width], logprobs[:, :width]
