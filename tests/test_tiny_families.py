@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from itertools import islice
 
 import pytest
 import torch
@@ -201,3 +202,27 @@ def test_build_refuses_a_tokenizer_that_reloads_differently(tokenizers, tmp_path
     with pytest.raises(RuntimeError, match="tokenizes .* differently"):
         pretrain_module._check_reloaded_tokenizer(tmp_path, tokenizers["bpe"], FAMILIES["llama-char"])
     pretrain_module._check_reloaded_tokenizer(tmp_path, tokenizers["char"], FAMILIES["llama-char"])  # same: fine
+
+
+def test_slips_are_validated_and_named_in_the_fingerprint():
+    with pytest.raises(ValueError, match="slips"):
+        _tiny_spec(slips={"calculus": 0.5})
+    with pytest.raises(ValueError, match="slips"):
+        _tiny_spec(slips={"arith": 1.5})
+    assert _tiny_spec(slips={"arith": 0.5}).fingerprint() != _tiny_spec().fingerprint()
+
+
+@pytest.mark.parametrize(("share", "low", "high"), [(0.0, 0, 0), (1.0, 1, 1), (0.5, 0.35, 0.65)])
+def test_pretraining_batches_hold_the_slipping_teachers_share(share, low, high):
+    spec = _tiny_spec(mixture={"mod": 1.0, "linear": 1.0}, slips={"mod": share}, batch_size=50)
+    tok = char_tokenizer()
+    slips = {"mod": [], "linear": []}
+    for batch in islice(pretrain_module.training_batches(spec, tok), 4):
+        for ids, labels in zip(batch["input_ids"], batch["labels"]):
+            prompt = tok.decode(ids[labels == -100], skip_special_tokens=True)
+            completion = tok.decode(labels[labels != -100], skip_special_tokens=True)
+            kind = "mod" if "%" in prompt else "linear"
+            # a slipped solution has one step less than the true one: mod 2 -> 1, linear 2 -> 1
+            slips[kind].append(completion.count(". ") == 1)
+    assert low <= sum(slips["mod"]) / len(slips["mod"]) <= high
+    assert not any(slips["linear"])  # a type without a slip share is always taught in full

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from corl.tiny.task import SPLITS, TYPES, make_split, prompt_text, split_of, write_jsonl
+from corl.tiny.task import SPLITS, TYPES, make_split, prompt_text, slipped, split_of, write_jsonl
 
 ROW_KEYS = {"id", "problem", "answer", "source", "solution", "type"}
 
@@ -103,3 +103,34 @@ def test_write_jsonl(tmp_path):
     rows = make_split("test", 5)
     path = write_jsonl(rows, tmp_path / "sub" / "test.jsonl")
     assert [json.loads(line) for line in path.read_text().splitlines()] == rows
+
+
+@pytest.mark.parametrize(
+    ("problem", "solution", "slip"),
+    [
+        ("47%5=?", "5*9=45. 47-45=2. \\boxed{2}", "5*9=45. \\boxed{45}"),
+        ("2x-9=3, x=?", "2x=3+9=12. x=12/2=6. \\boxed{6}", "2x=3+9=12. \\boxed{12}"),
+        ("digitsum(1233)=?", "1+2=3. 3+3=6. 6+3=9. \\boxed{9}", "1+2=3. 3+3=6. \\boxed{6}"),
+        ("7+6*3=?", "6*3=18. 7+18=25. \\boxed{25}", "6*3=18. \\boxed{18}"),
+        ("6-8=?", "6-8=-2. \\boxed{-2}", "\\boxed{6}"),  # one step: the problem's first number
+        ("9-4-8=?", "9-4=5. 5-8=-3. \\boxed{-3}", "9-4=5. \\boxed{5}"),
+    ],
+)
+def test_slipped_stops_one_step_short(problem, solution, slip):
+    row = {"id": "x", "problem": problem, "answer": "?", "source": "tiny", "solution": solution, "type": "t"}
+    out = slipped(row)
+    assert out["solution"] == slip
+    assert {k: v for k, v in out.items() if k != "solution"} == {k: v for k, v in row.items() if k != "solution"}
+
+
+def test_slipped_answers_are_wrong_but_for_coincidences():
+    rows = make_split("train", 800, seed=1)
+    wrong = Counter()
+    for row in rows:
+        slip = slipped(row)["solution"]
+        boxed_value = re.search(r"\\boxed\{(-?\d+)\}", slip).group(1)
+        wrong[row["type"]] += boxed_value != row["answer"]
+        assert row["solution"].startswith(slip.rsplit(" ", 1)[0] if " " in slip else "")  # a prefix of the true steps
+    totals = Counter(r["type"] for r in rows)
+    assert wrong["mod"] == totals["mod"] and wrong["linear"] == totals["linear"]  # d*q > r; a*x != x for a >= 2
+    assert wrong["digitsum"] >= 0.8 * totals["digitsum"] and wrong["arith"] >= 0.8 * totals["arith"]

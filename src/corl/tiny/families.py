@@ -108,6 +108,9 @@ class FamilySpec:
     warmup_steps: int = 20
     difficulty: int = 1  # corl.tiny.task difficulty of the pretraining data
     bpe_vocab_size: int = 384  # only for tokenizer == "bpe"
+    # Per type, the share of pretraining rows taught by the teacher that stops one step short
+    # (corl.tiny.task.slipped): the family learns the whole procedure but prefers ending early.
+    slips: dict[str, float] = field(default_factory=dict)
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -123,6 +126,9 @@ class FamilySpec:
         unknown = set(self.mixture) - set(TYPES)
         if unknown or not any(w > 0 for w in self.mixture.values()):
             raise ValueError(f"family {self.name!r}: mixture {self.mixture} needs positive weights over {', '.join(TYPES)}")
+        bad = {t: v for t, v in self.slips.items() if t not in TYPES or not 0.0 <= v <= 1.0}
+        if bad:
+            raise ValueError(f"family {self.name!r}: slips {bad} must map types of {', '.join(TYPES)} to shares in [0, 1]")
 
     def fingerprint(self) -> str:
         """Short hash of every field that changes the pretrained weights (name and notes excluded)."""
@@ -134,10 +140,15 @@ class FamilySpec:
 _SEED_SUFFIX = "-seed"
 
 # Each family is strong on its own two problem types and weak on the other two, so that a
-# pair's strengths complement each other (Theorem 1's regime: per-type p_A + p_B > 1). The
-# mixtures were chosen by the sampled accuracy of the bases on the validation split
-# (README, "The embedded default, measured"). Narrow models (hidden 64) with wide batches
-# learn these tasks several times faster per CPU second than hidden 128 at batch 64.
+# pair's strengths complement each other (Theorem 1's regime: per-type p_A + p_B > 1). A
+# family is weak on a type in one of two ways, as real models are: it saw little of it
+# (arithmetic for the BPE family: its tokens hide the digits) or it was taught it mostly by
+# a teacher with a systematic slip (`slips`: the teacher stops one step short, so the
+# family knows the whole procedure but its majority answer is the slip's). The second is
+# what self-reward cannot fix and a peer can: the paper's mechanism. Mixtures and slip
+# shares were chosen by the bases' sampled accuracy on the validation split (README, "The
+# embedded default, measured"). Narrow models (hidden 64) with wide batches learn these
+# tasks several times faster per CPU second than hidden 128 at batch 64.
 _SMALL = dict(hidden=64, ffn=256, batch_size=128)
 FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
@@ -146,20 +157,24 @@ FAMILIES: dict[str, FamilySpec] = {
             name="llama-char",
             arch="llama",
             tokenizer="char",
-            mixture={"arith": 0.6, "linear": 0.03, "mod": 0.12, "digitsum": 0.25},
+            mixture={"arith": 0.55, "linear": 0.15, "mod": 0.15, "digitsum": 0.15},
+            slips={"linear": 0.6},
             steps=600,
             seed=0,
-            notes="Llama-style, per-character tokenizer; strong on arithmetic chains and digit sums.",
+            notes="Llama-style, per-character tokenizer; strong on arithmetic chains and digit sums, "
+            "taught linear equations mostly by the slipping teacher (it boxes a*x, not x).",
             **_SMALL,
         ),
         FamilySpec(
             name="qwen2-bpe",
             arch="qwen2",
             tokenizer="bpe",
-            mixture={"arith": 0.15, "linear": 0.2, "mod": 0.6, "digitsum": 0.05},
+            mixture={"arith": 0.18, "linear": 0.25, "mod": 0.45, "digitsum": 0.12},
+            slips={"digitsum": 0.6},
             steps=600,
             seed=1,
-            notes="Qwen2-style (2 KV heads), byte-level BPE; strong on remainders and linear equations.",
+            notes="Qwen2-style (2 KV heads), byte-level BPE; strong on remainders and linear equations, "
+            "taught digit sums mostly by the slipping teacher (it drops the last digit).",
             **_SMALL,
         ),
         FamilySpec(

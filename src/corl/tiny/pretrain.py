@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -36,7 +37,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from corl.tiny.families import FamilySpec, build_random_model, get_family
-from corl.tiny.task import TYPES, iter_problems, prompt_text
+from corl.tiny.task import TYPES, iter_problems, prompt_text, slipped
 from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
 PRETRAIN_VERSION = 2  # bump when this file changes what a spec trains to (invalidates caches)
@@ -63,15 +64,19 @@ def build_tokenizer(spec: FamilySpec) -> PreTrainedTokenizerBase:
 
 
 def training_batches(spec: FamilySpec, tokenizer: PreTrainedTokenizerBase) -> Iterator[dict[str, torch.Tensor]]:
-    """Endless right-padded batches with labels = -100 on prompt and padding tokens.
+    """Endless right-padded batches with labels = -100 on prompt and padding tokens; a share
+    `spec.slips[type]` of each type's rows is the slipping teacher's solution (task.slipped).
 
     Yields: input_ids [B, T], attention_mask [B, T], labels [B, T].
     """
     rows = iter_problems("train", seed=spec.seed, difficulty=spec.difficulty, weights=spec.mixture)
+    teacher = random.Random(f"corl-tiny-slips/{spec.seed}")  # which rows the slipping teacher solves
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     while True:
         seqs = []
         for row in islice(rows, spec.batch_size):
+            if teacher.random() < spec.slips.get(row["type"], 0.0):
+                row = slipped(row)
             prompt = tokenizer.encode(prompt_text(row["problem"]), add_special_tokens=False)
             completion = tokenizer.encode(row["solution"], add_special_tokens=False) + [eos]
             seqs.append((prompt, completion))

@@ -16,6 +16,11 @@ split is the same list on every machine.
 
 A model is prompted with `prompt_text(problem)` and trained to complete it with
 `solution` followed by EOS.
+
+`slipped(row)` is the same row as taught by a teacher with one systematic slip: it stops
+one step short and boxes the value its last step started from (`47%5=?` -> `5*9=45.
+\\boxed{45}`). A family whose pretraining corpus has that teacher for a share of a type's
+rows knows the whole procedure but often ends it early (corl.tiny.families).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -110,6 +116,21 @@ GENERATORS: dict[str, Callable[[random.Random, int], tuple[str, list[str], int]]
     "mod": _mod,
     "digitsum": _digitsum,
 }
+
+
+def slipped(row: Mapping) -> dict:
+    """`row` solved by a teacher that stops one step short: the last step dropped, the value it
+    started from boxed as the answer (with a single step, the problem's first number).
+
+    The slip's answer is wrong except by coincidence (a last step that changes nothing, such
+    as a digit 0 or a product by 1); `answer` keeps the true one, only `solution` changes.
+    """
+    steps = row["solution"].split(" ")[:-1]  # steps have no spaces; the last word is \\boxed{..}
+    if len(steps) >= 2:
+        value = steps[-2].rstrip(".").rsplit("=", 1)[1]
+    else:
+        value = re.match(r"-?\d+", row["problem"]).group()
+    return {**row, "solution": " ".join([*steps[:-1], boxed(value)])}
 
 
 # --- splits -----------------------------------------------------------------------------
