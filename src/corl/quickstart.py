@@ -6,7 +6,7 @@
     corl quickstart --vision        # the same study with tiny vision-language agents on an image task
 
 1. build (or load from cache) a cohort of tiny models from different families
-   (corl.tiny.families: architecture, tokenizer, pretraining mixture, size, seed; with
+   (corl.tiny.families: architecture, tokenizer, pretraining mixture and slips, size, seed; with
    --vision, corl.vision.families: a Qwen2-VL and a LLaVA/SigLIP model, different vision
    encoders, on corl.vision.task, a number drawn in the image and arithmetic in the text);
 2. measure error decoupling before any RL (kappa, c, w, u; corl.diversity);
