@@ -142,7 +142,7 @@ _SEED_SUFFIX = "-seed"
 # Each family is strong on its own two problem types and weak on the other two, so that a
 # pair's strengths complement each other (Theorem 1's regime: per-type p_A + p_B > 1). A
 # family is weak on a type in one of two ways, as real models are: it saw little of it
-# (arithmetic for the BPE family: its tokens hide the digits) or it was taught it mostly by
+# (arithmetic chains for the Qwen2 family, a fifth of its rows) or it was taught it mostly by
 # a teacher with a systematic slip (`slips`: the teacher stops one step short, so the
 # family knows the whole procedure but its majority answer is the slip's). The second is
 # what self-reward cannot fix and a peer can: the paper's mechanism. Mixtures and slip
