@@ -145,9 +145,9 @@ _SEED_SUFFIX = "-seed"
 # (arithmetic chains for the Qwen2 family, a fifth of its rows) or it was taught it mostly by
 # a teacher with a systematic slip (`slips`: the teacher stops one step short, so the
 # family knows the whole procedure but its majority answer is the slip's). The second is
-# what self-reward cannot fix and a peer can: the paper's mechanism. Mixtures and slip
-# shares were chosen by the bases' sampled accuracy on the validation split (README, "The
-# embedded default, measured"). Narrow models (hidden 64) with wide batches learn these
+# what self-reward cannot fix and a peer can: the paper's mechanism. Mixtures, slip shares
+# and step counts were chosen on the validation split: the bases' sampled accuracy per type
+# and short GT-Reward probes (README, "The embedded default, measured"). Narrow models (hidden 64) with wide batches learn these
 # tasks several times faster per CPU second than hidden 128 at batch 64.
 _SMALL = dict(hidden=64, ffn=256, batch_size=128)
 FAMILIES: dict[str, FamilySpec] = {
