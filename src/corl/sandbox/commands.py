@@ -5,15 +5,12 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from corl.sandbox.bootstrap import BOOTSTRAP
 from corl.sandbox.limits import Limits, rlimits
 from corl.sandbox.nsinit import unshare_command
 from corl.sandbox.view import bwrap_args, host_view
-
-if TYPE_CHECKING:
-    from corl.sandbox.isolation import Isolation
 
 RECORD = ".corl_exception.json"
 PROGRAM = "main.py"
@@ -61,7 +58,20 @@ def _boot(python: str, uid: int) -> list[str]:
     return [python, "-s", "-B", "-c", BOOTSTRAP, str(uid), RECORD, PROGRAM]
 
 
-def argv(iso: Isolation, layout: Layout, uid: int | None, limits: Limits | None, tmpfs_mb: int, nproc_base: int = 0) -> list[str]:
+class Launch(Protocol):
+    """What the command needs of a backend: corl.sandbox.isolation.Isolation (not imported: it imports us)."""
+
+    @property
+    def backend(self) -> str: ...  # bwrap, unshare or none
+
+    @property
+    def launcher(self) -> str: ...  # absolute path of bwrap / unshare
+
+    @property
+    def python(self) -> str: ...  # the interpreter inside
+
+
+def argv(iso: Launch, layout: Layout, uid: int | None, limits: Limits | None, tmpfs_mb: int, nproc_base: int = 0) -> list[str]:
     """The full argv. bwrap and none get their rlimits from the launcher's preexec; unshare's init sets them."""
     if iso.backend == "bwrap":
         namespaces = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
