@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import selectors
 import shutil
@@ -19,6 +20,7 @@ from corl.sandbox.isolation import Isolation, acquire_slot, check_isolation, det
 from corl.sandbox.limits import Limits, apply_rlimits, minimal_env, tasks_of_uid
 from corl.sandbox.result import Result, classify
 
+log = logging.getLogger(__name__)
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG = 1
 _EXTRA_TASKS = 4  # launcher, namespace init, bwrap's monitor: inside the cgroup beside the program's nproc
@@ -127,8 +129,15 @@ def _stdin_file(stdin: str | None):
 
 
 def _group(iso: Isolation, limits: Limits) -> RunGroup | None:
+    """The run's cgroup; None (with a warning) when it cannot be made now, e.g. the host ran out of them."""
     cg = detect_cgroups() if iso.cgroup != "none" else None
-    return RunGroup(cg, limits.memory_mb, limits.nproc + _EXTRA_TASKS) if cg is not None else None
+    if cg is None:
+        return None
+    try:
+        return RunGroup(cg, limits.memory_mb, limits.nproc + _EXTRA_TASKS)
+    except OSError as e:
+        log.warning("corl.sandbox: no cgroup for this run (%s): its memory is bounded per process only", e)
+        return None
 
 
 def _execute(iso: Isolation, stdin: str | None, limits: Limits, layout: commands.Layout, uid: int | None) -> Result:
