@@ -164,7 +164,7 @@ def main() -> None:
         print(json.dumps(child(args.child, Path(args.root))))
         return
     mib = 2**20
-    print(f"{'shape':<18} {'what':<58} {'phase':<7} {'predicted':>10} {'measured':>10} {'ratio':>6}")
+    print(f"{'shape':<18} {'what':<72} {'phase':<7} {'predicted':>10} {'measured':>10} {'ratio':>6}")
     with tempfile.TemporaryDirectory(prefix="corl-memory-plan-") as root:
         for shape in args.shapes.split(","):
             out = subprocess.run(
@@ -177,7 +177,7 @@ def main() -> None:
             what = describe(shape) + f", P={r['prompt_tokens']}"
             for phase in ("sample", "update", "all"):
                 p, m = r["predicted"][phase], r["measured"][phase]
-                print(f"{shape:<18} {what:<58} {phase:<7} {p / mib:>8.1f}Mi {m / mib:>8.1f}Mi {p / m:>6.2f}", flush=True)
+                print(f"{shape:<18} {what:<72} {phase:<7} {p / mib:>8.1f}Mi {m / mib:>8.1f}Mi {p / m:>6.2f}", flush=True)
                 shape, what = "", ""
 
 

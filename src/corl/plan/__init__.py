@@ -73,7 +73,7 @@ def check_before_training(cfg: RunConfig, say: Callable[[str], None]) -> RunPlan
         if main:
             say(render(plan, "this run", cfg.plan.headroom))
         raise PlanDoesNotFit(
-            f"the memory plan does not fit: {summary(plan).removeprefix('memory plan: ')}. Nothing was loaded. "
+            f"{summary(plan)}. Nothing was loaded. "
             "To go on anyway: --set plan.check=warn (or plan: {check: warn} in the config); "
             "to plan for other devices: plan.device_memory"
         )

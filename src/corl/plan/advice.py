@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from corl.config import RunConfig, apply_overrides, validate_config
+from corl.plan.arithmetic import size
 from corl.plan.planner import RunPlan
 
 Replan = Callable[[RunConfig], RunPlan]
@@ -78,15 +79,14 @@ def advise(cfg: RunConfig, plan: RunPlan, replan: Replan) -> list[str]:
     """Lines of advice for a plan that does not fit (nothing when it fits or cannot be judged)."""
     if plan.fits is not False:
         return []
-    gib = 2**30
     tried = candidates(cfg, plan)
     for candidate in tried:
         change = candidate.change(cfg, replan) if isinstance(candidate, Search) else candidate
         after = replan(with_overrides(cfg, change))
         if after.fits:
             return [
-                f"change first: --set {' --set '.join(change)} (peak {plan.worst.peak / gib:.2f} -> "
-                f"{after.worst.peak / gib:.2f} GiB of {plan.usable / gib:.2f})"
+                f"change first: --set {' --set '.join(change)} (peak {size(plan.worst.peak)} -> "
+                f"{size(after.worst.peak)} of {size(plan.usable)})"
             ]
     # Together: the switches first, then each size searched on the config they leave.
     applied: list[str] = []
@@ -104,10 +104,10 @@ def advise(cfg: RunConfig, plan: RunPlan, replan: Replan) -> list[str]:
         if current.fits:
             return [
                 f"no single option fits; together: --set {' --set '.join(applied)} "
-                f"(peak {plan.worst.peak / gib:.2f} -> {current.worst.peak / gib:.2f} GiB of {plan.usable / gib:.2f})"
+                f"(peak {size(plan.worst.peak)} -> {size(current.worst.peak)} of {size(plan.usable)})"
             ]
     return [
-        f"nothing in this config fits {plan.usable / gib:.2f} GiB per rank (even with {', '.join(applied) or 'no change'}: "
-        f"{current.worst.peak / gib:.2f} GiB): more ranks per agent with distributed.fsdp, a smaller model, or "
+        f"nothing in this config fits {size(plan.usable)} per rank (even with {', '.join(applied) or 'no change'}: "
+        f"{size(current.worst.peak)}): more ranks per agent with distributed.fsdp, a smaller model, or "
         "shorter completions (cohort.max_new_tokens)"
     ]

@@ -266,12 +266,14 @@ def update_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
     logits = a.head_elements(n, c, facts.shape.vocab, chunk)
     kind = "chunked head" if chunk else "all at once"
     total = a.update_peak_bytes(facts.shape, prec, n, seq, gc, logits)
+    other = a.update_peak_bytes(facts.shape, prec, n, seq, not gc, logits)  # the other compute.gradient_checkpointing
     items = [
         Item(
             "activations + logits",
             total,
-            f"{n:,} sequence{'s' * (n != 1)} x {seq:,} tokens, {'checkpointed' if gc else 'no checkpointing'}; "
-            f"of it {logits:,} logits ({kind}): {a.size(a.logit_bytes(logits))}",
+            f"{n:,} sequence{'s' * (n != 1)} x {seq:,} tokens, {'checkpointed' if gc else 'no checkpointing'} "
+            f"({a.size(other)} {'without' if gc else 'with'}); of it {logits:,} logits ({kind}): "
+            f"{a.size(a.logit_bytes(logits))}",
         ),
         Item("loss terms", a.loss_bytes(n, c), "[n, C] float32 tensors of the GRPO loss"),
     ]
