@@ -38,12 +38,17 @@ SHAPES = {
     "llama-gc": (("llama-char",), 16, 8, 128, None, True, False),
     "qwen2-bf16": (("qwen2-bpe",), 8, 8, 192, 32, False, True),
     "tiny.yaml": (("llama-char", "qwen2-bpe"), 32, 8, 56, None, False, False),
+    "qwen2vl-vision": (("qwen2vl-bpe",), 16, 8, 32, None, False, False),
 }
 
 
 def family_folder(family: str, root: Path) -> Path:
     """A Hugging Face folder with the family's architecture (random weights) and tokenizer."""
     folder = root / family
+    if not (folder / "config.json").is_file() and family in vision_families():
+        from corl.vision.families import build_vl_family, save_vl
+
+        save_vl(*build_vl_family(family), folder)
     if not (folder / "config.json").is_file():
         from corl.tiny.families import build_random_model, get_family
         from corl.tiny.pretrain import build_tokenizer
@@ -56,6 +61,12 @@ def family_folder(family: str, root: Path) -> Path:
     return folder
 
 
+def vision_families() -> set[str]:
+    from corl.vision.families import VL_FAMILIES
+
+    return set(VL_FAMILIES)
+
+
 def run_config(shape: str, folders: list[Path], prompt_tokens: int | None = None):
     from corl.config import validate_config
 
@@ -63,7 +74,11 @@ def run_config(shape: str, folders: list[Path], prompt_tokens: int | None = None
     raw = {
         "device": "cpu",
         "agents": [{"name": f, "model": str(folder), "lr": 3e-5} for f, folder in zip(families, folders)],
-        "data": {"train": "tiny:train:256", "template": "{problem}\n", "instruction": ""},
+        "data": (
+            {"train": "vtiny:train:256", "template": "{problem}", "instruction": ""}
+            if set(families) <= vision_families()
+            else {"train": "tiny:train:256", "template": "{problem}\n", "instruction": ""}
+        ),
         "cohort": {
             "label_source": "peer" if len(families) > 1 else "self",
             "samples_per_prompt": k,
@@ -111,7 +126,9 @@ def child(shape: str, root: Path) -> dict:
     families = SHAPES[shape][0]
     cfg = run_config(shape, [family_folder(f, root) for f in families])
     rows = load_rows(cfg.data.train)[: cfg.cohort.prompts_per_step]
-    problems, _ = build_problems(rows, cfg.data.train, [cfg.data.prompt_field], answer_field=None)
+    problems, _ = build_problems(
+        rows, cfg.data.train, [cfg.data.prompt_field], answer_field=None, image_field=cfg.data.image_field
+    )
     params = SamplingParams(temperature=1.0, max_new_tokens=cfg.cohort.max_new_tokens)
     k = cfg.cohort.samples_per_prompt
     prompt_tokens = 0

@@ -67,8 +67,26 @@ def _tokenizer(model: str, tokenizer: str | None):
 
 def prompt_length(cfg: RunConfig, index: int) -> PromptLength:
     """The longest prompt agent `index` will see, in its tokens."""
-    if cfg.plan.prompt_tokens is not None:
-        return PromptLength(cfg.plan.prompt_tokens, "plan.prompt_tokens")
+    agent = cfg.agents[index]
+    override = cfg.plan.prompt_tokens
+    if override is not None and not _vision(agent.model):
+        return PromptLength(override, "plan.prompt_tokens")
+    measured = _measured(cfg, index)
+    if override is not None:  # a vision-language model's images are still measured, for its tower
+        return PromptLength(override, "plan.prompt_tokens", measured.image_patches)
+    return measured
+
+
+def _vision(model: str) -> bool:
+    from corl.models import is_vision_model
+
+    try:
+        return is_vision_model(model)
+    except Exception:  # noqa: BLE001 - an unreadable config: not known to be one
+        return False
+
+
+def _measured(cfg: RunConfig, index: int) -> PromptLength:
     agent = cfg.agents[index]
     source, field = agent.data or cfg.data.train, cfg.prompt_field(agent)
     try:

@@ -14,15 +14,19 @@ def _ranks(ranks: tuple[int, ...]) -> str:
     return f"ranks {ranks[0]}-{ranks[-1]}" if contiguous else "ranks " + ", ".join(map(str, ranks))
 
 
+PRECISION = {"fp32": "float32", "autocast": "bf16 autocast", "fsdp_bf16": "bf16 (FSDP2 mixed precision)"}
+
+
 def _agent_lines(ag: AgentPlan) -> list[str]:
     f = ag.facts
     s = f.shape
     lines = [
-        f"agent {ag.name}: {f.architecture} ({f.source}), {f.params:,} parameters, {f.trainable:,} trainable, "
-        f"{ag.precision}, {s.layers} layers x hidden {s.hidden}, {s.heads} heads ({s.kv_heads} KV), "
-        f"MLP {s.intermediate}, vocabulary {s.vocab:,}, {s.attention} attention",
-        f"  prompt {ag.prompt.tokens:,} tokens ({ag.prompt.how}), completion {ag.completion:,}; per rank "
-        f"{ag.sequences:,} sequences, {ag.sampled_at_once:,} sampled at once, update minibatch {ag.minibatch:,}",
+        f"agent {ag.name}: {f.architecture} ({f.source}), {f.params:,} parameters ({f.trainable:,} trainable), "
+        f"computed in {PRECISION[ag.precision]}",
+        f"  {s.layers} layers, hidden {s.hidden}, {s.heads} heads ({s.kv_heads} KV), MLP {s.intermediate}, "
+        f"vocabulary {s.vocab:,}, {s.attention} attention",
+        f"  prompt {ag.prompt.tokens:,} tokens ({ag.prompt.how}), completion {ag.completion:,}",
+        f"  per rank: {ag.sequences:,} sequences a step, {ag.sampled_at_once:,} sampled at once, update minibatch {ag.minibatch:,}",
     ]
     return lines + [f"  note: {n}" for n in ag.notes]
 
@@ -34,17 +38,18 @@ def _rank_lines(rank: RankPlan) -> list[str]:
     for ag in rank.agents:
         prefix = f"{ag.name} " if several else ""
         for item in ag.states:
-            lines.append(f"    {prefix + item.what:<34} {size(item.bytes):>12}   {item.note}")
+            lines.append(f"    {prefix + item.what:<36} {size(item.bytes):>12}   {item.note}")
         if ag.engine is not None:
             when = "while sampling (sleep_mode)" if ag.engine_sleeps else "all the time"
-            lines.append(f"    {prefix + 'vLLM engine':<34} {size(ag.engine.bytes):>12}   {when}: {ag.engine.note}")
-    lines.append("  phase peaks (the states, plus the largest agent's share of the phase)")
+            lines.append(f"    {prefix + 'vLLM engine':<36} {size(ag.engine.bytes):>12}   {when}: {ag.engine.note}")
+    lines.append("  phase peaks: the states, plus what the phase adds (of the agent that adds the most)")
     for phase in PHASES:
         share = max(rank.agents, key=lambda ag: sum(x.bytes for x in ag.phases.get(phase, [])))
-        items = share.phases.get(phase, [])
-        detail = "; ".join(f"{x.what} {size(x.bytes)} ({x.note})" for x in items if x.bytes) or "nothing more"
-        who = f"{share.name}: " if several and items else ""
-        lines.append(f"    {phase:<34} {size(rank.totals[phase]):>12}   {who}{detail}")
+        items = [x for x in share.phases.get(phase, []) if x.bytes]
+        lines.append(f"    {phase:<36} {size(rank.totals[phase]):>12}")
+        prefix = f"{share.name} " if several else ""
+        for x in items:
+            lines.append(f"      + {prefix + x.what:<32} {size(x.bytes):>12}   {x.note}")
     return lines
 
 
