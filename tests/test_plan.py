@@ -157,6 +157,11 @@ def test_activation_arithmetic_by_hand():
     assert a.kv_bytes_per_token(shape, "fsdp_bf16") == 64
     # the chunked head holds at most chunk // (n x V) positions of every sequence
     assert a.head_elements(2, 5, 100, chunk_elements=400) == 2 * 2 * 100
+    # images: 10 patches x 12 float32 pixel values = 480; with autograd 10 patches x 2 layers x
+    # (10 x 8 + 3 x 16 = 128) x 4 = 10,240; without, one layer's 10 x (3 x 8 + 2 x 16 = 56) x 4 = 2,240
+    vision = a.VisionShape(layers=2, hidden=8, intermediate=16, patch_values=12)
+    assert a.vision_bytes(vision, "fp32", 10, grad=True) == 480 + 10240
+    assert a.vision_bytes(vision, "fp32", 10, grad=False) == 480 + 2240
 
 
 def test_sizes_parse():

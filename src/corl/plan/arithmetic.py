@@ -46,6 +46,16 @@ class DecoderShape:
         return self.kv_heads * self.head_dim
 
 
+@dataclass(frozen=True)
+class VisionShape:
+    """A vision tower's size, for the estimate of what its images and activations take."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    patch_values: int  # pixel values per patch (channels x frames x patch x patch)
+
+
 def compute_bytes(precision: Precision) -> int:
     """Bytes of one element of a matmul output (the bulk of the saved activations)."""
     return FP32 if precision == "fp32" else BF16
@@ -181,6 +191,19 @@ def fsdp_gather_bytes(block_params: int, root_params: int, width: int = BF16) ->
     the next one (prefetch) while they compute, and a block's gradient is unsharded in that
     width and reduce-scattered in float32."""
     return width * root_params + (3 * width + FP32) * block_params
+
+
+def vision_bytes(vision: VisionShape, precision: Precision, patches: int, grad: bool) -> int:
+    """A vision-language forward's images: float32 pixel values of every row (corl gathers each
+    sequence's prompt images: K copies of a prompt's), and the tower's activations, estimated
+    as a ViT layer's (two LayerNorms, attention, a two-matrix MLP): with autograd every layer
+    keeps about 10 [patches, hidden] and 3 [patches, intermediate] tensors; without, one
+    layer's 3 and 2 at a time. An estimate: not measured layer by layer as the decoder's."""
+    b = compute_bytes(precision)
+    pixels = FP32 * patches * vision.patch_values
+    if grad:
+        return pixels + patches * vision.layers * (10 * vision.hidden + 3 * vision.intermediate) * b
+    return pixels + patches * (3 * vision.hidden + 2 * vision.intermediate) * b
 
 
 # -- sampling -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import torch
 
 from corl.config import AgentConfig, ConfigError, LoRAConfig
 from corl.models import TINY_PREFIX, TINY_VL_PREFIX
-from corl.plan.arithmetic import DecoderShape
+from corl.plan.arithmetic import DecoderShape, VisionShape
 
 
 @dataclass(frozen=True)
@@ -27,15 +27,6 @@ class Tensor:
     numel: int
     first_dim: int
     trainable: bool
-
-
-@dataclass(frozen=True)
-class VisionShape:
-    """A vision tower's size, for the estimate of its activations."""
-
-    layers: int
-    hidden: int
-    intermediate: int
 
 
 @dataclass(frozen=True)
@@ -182,7 +173,15 @@ def vision_shape(config) -> VisionShape | None:
     if getattr(vision, "embed_dim", None):  # Qwen2-VL's tower: embed_dim wide, hidden_size is the merger's output
         hidden = int(vision.embed_dim)
     intermediate = getattr(vision, "intermediate_size", None) or int(getattr(vision, "mlp_ratio", 4) * hidden)
-    return VisionShape(layers=_first(vision, "num_hidden_layers", "depth"), hidden=hidden, intermediate=int(intermediate))
+    channels = getattr(vision, "in_channels", None) or getattr(vision, "num_channels", None) or 3
+    patch = getattr(vision, "patch_size", None) or 14
+    frames = getattr(vision, "temporal_patch_size", None) or 1  # Qwen2-VL patches two frames (an image twice)
+    return VisionShape(
+        layers=_first(vision, "num_hidden_layers", "depth"),
+        hidden=hidden,
+        intermediate=int(intermediate),
+        patch_values=int(channels * frames * patch * patch),
+    )
 
 
 def model_facts(agent: AgentConfig, index: int, lora: LoRAConfig | None) -> ModelFacts:

@@ -235,6 +235,10 @@ def sample_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
         n, p, c = plan.sampled_at_once, plan.prompt.tokens, plan.completion
         kv = a.hf_sampling_bytes(facts.shape, prec, n, p, c)
         items.append(Item("KV cache + decode", kv, f"{n:,} sequences x {p + c:,} tokens at once"))
+        if facts.vision is not None and plan.prompt.image_patches:
+            patches = n * plan.prompt.image_patches  # generate encodes every sequence's images
+            vision = a.vision_bytes(facts.vision, prec, patches, grad=False)
+            items.append(Item("images + vision tower", vision, f"{patches:,} patches, estimated (ViT layer)"))
     return items
 
 
@@ -285,11 +289,9 @@ def update_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
         gathered = a.fsdp_gather_bytes(facts.block_params, facts.root_params, width)
         items.append(Item("FSDP2 gathers", gathered, "root parameters, two blocks (prefetch), a block's gradient"))
     if facts.vision is not None and plan.prompt.image_patches:
-        v = facts.vision
-        tokens = n * plan.prompt.image_patches  # every row of the minibatch brings its prompt's images
-
-        vision = tokens * v.layers * (10 * v.hidden + 3 * v.intermediate) * a.compute_bytes(prec)
-        items.append(Item("vision tower", vision, f"{tokens:,} patches, estimated (ViT layer)"))
+        patches = n * plan.prompt.image_patches  # every row of the minibatch brings its prompt's images
+        vision = a.vision_bytes(facts.vision, prec, patches, grad=True)
+        items.append(Item("images + vision tower", vision, f"{patches:,} patches, estimated (ViT layers)"))
     return items
 
 

@@ -38,18 +38,18 @@ def _rank_lines(rank: RankPlan) -> list[str]:
     for ag in rank.agents:
         prefix = f"{ag.name} " if several else ""
         for item in ag.states:
-            lines.append(f"    {prefix + item.what:<36} {size(item.bytes):>12}   {item.note}")
+            lines.append(f"    {prefix + item.what:<38} {size(item.bytes):>12}   {item.note}")
         if ag.engine is not None:
             when = "while sampling (sleep_mode)" if ag.engine_sleeps else "all the time"
-            lines.append(f"    {prefix + 'vLLM engine':<36} {size(ag.engine.bytes):>12}   {when}: {ag.engine.note}")
+            lines.append(f"    {prefix + 'vLLM engine':<38} {size(ag.engine.bytes):>12}   {when}: {ag.engine.note}")
     lines.append("  phase peaks: the states, plus what the phase adds (of the agent that adds the most)")
     for phase in PHASES:
         share = max(rank.agents, key=lambda ag: sum(x.bytes for x in ag.phases.get(phase, [])))
         items = [x for x in share.phases.get(phase, []) if x.bytes]
-        lines.append(f"    {phase:<36} {size(rank.totals[phase]):>12}")
+        lines.append(f"    {phase:<38} {size(rank.totals[phase]):>12}")
         prefix = f"{share.name} " if several else ""
         for x in items:
-            lines.append(f"      + {prefix + x.what:<32} {size(x.bytes):>12}   {x.note}")
+            lines.append(f"      + {prefix + x.what:<34} {size(x.bytes):>12}   {x.note}")
     return lines
 
 
