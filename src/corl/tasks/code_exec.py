@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -55,13 +56,10 @@ def harness_lines(stdout: str, nonce: str) -> list[str]:
 
 
 def _job(mode: str, nonce: str, solution: str, problem: Mapping, **fields) -> str:
-    job = {
-        "mode": mode,
-        "nonce": nonce,
-        "solution": solution,
-        "entry_point": entry_point(problem),
-        "prompt": trusted_prompt(problem),
-    }
+    with warnings.catch_warnings():  # MBPP's reference code holds "\\d" in plain strings: parsing it warns
+        warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
+        entry = entry_point(problem)
+    job = {"mode": mode, "nonce": nonce, "solution": solution, "entry_point": entry, "prompt": trusted_prompt(problem)}
     return json.dumps({**job, **fields})
 
 
