@@ -301,6 +301,43 @@ class LoggingConfig(_Strict):
     progress: bool = True
 
 
+class PlanConfig(_Strict):
+    """The memory plan: what `corl plan` prints and `corl train` checks before any weight loads (see `corl.plan`)."""
+
+    check: Literal["stop", "warn", "off"] = Field(
+        "stop",
+        description="corl train when the plan does not fit the device: stop before loading any weights (exit 2), "
+        "warn and go on, or skip the plan.",
+    )
+    device_memory: str | None = Field(
+        None,
+        description="Memory of one rank's device, e.g. 80GiB or 24GB (None: the GPU's total memory; on CPU the "
+        "system RAM, shared by the ranks on the machine).",
+    )
+    headroom: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="Share of the device memory the plan keeps free for what it does not count: the CUDA context, "
+        "NCCL buffers, the allocator's fragmentation.",
+    )
+    prompt_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Longest prompt in tokens (None: measured on the training data with each agent's tokenizer, or "
+        "estimated from its characters where the tokenizer is not at hand).",
+    )
+
+    @field_validator("device_memory")
+    @classmethod
+    def _a_size(cls, text: str | None) -> str | None:
+        import re
+
+        if text is not None and not re.fullmatch(r"\s*\d+(\.\d+)?\s*([KMGT]i?B|B)?\s*", text, re.IGNORECASE):
+            raise ValueError("must be a size such as 80GiB, 24GB or 512MiB")
+        return text
+
+
 class RunConfig(_Strict):
     """A whole run: the cohort, its data, the update rule, and where results go."""
 
@@ -337,6 +374,7 @@ class RunConfig(_Strict):
     compute: ComputeConfig = ComputeConfig()
     distributed: DistributedConfig = DistributedConfig()
     health: HealthConfig = HealthConfig()
+    plan: PlanConfig = PlanConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
@@ -458,6 +496,7 @@ RESUME_MAY_CHANGE = (
     "health.",
     "distributed.timeout_s",
     "distributed.preempt_grace_s",
+    "plan.",
 )
 
 

@@ -41,7 +41,7 @@ def _not_inside_a_multiprocessing_child() -> None:
         )
 
 
-_COMMAND_MODULES = ("train", "evaluate", "quickstart", "theory", "diversity", "rephrase", "suite")
+_COMMAND_MODULES = ("train", "plan", "evaluate", "quickstart", "theory", "diversity", "rephrase", "suite")
 
 for _name in _COMMAND_MODULES:
     try:

@@ -47,8 +47,10 @@ def train(
     from corl.health import HealthError
     from corl.launch import launch
     from corl.parallel import PeerFailure
+    from corl.plan import check_before_training
 
     try:
+        check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
     except (DataError, FileNotFoundError, ConfigError) as err:
         console.print(f"[red]error:[/red] {err}")

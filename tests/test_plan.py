@@ -1,0 +1,284 @@
+"""The memory plan (corl.plan, `corl plan`, and `corl train` refusing a run that cannot fit).
+
+The arithmetic is checked against numbers worked out by hand for a small Llama whose every
+parameter is known; the paper's 3B agents against their public parameter counts; the
+update's activations against the measured peak of corl's real update; the CLI as a user
+runs it, in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from corl.config import validate_config
+from corl.plan import Machine, Planner, check_before_training, parse_size, plan_run
+from corl.plan import arithmetic as a
+from corl.plan.models import model_facts
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+
+# A Llama small enough to count by hand: vocabulary 100, hidden 16, 2 layers, 4 heads of
+# width 4 with 2 KV heads (k and v project to 8), MLP 32, tied embeddings.
+SMALL = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "vocab_size": 100,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": True,
+}
+# Public config.json values (huggingface.co/Qwen/Qwen2.5-3B, meta-llama/Llama-3.2-3B).
+QWEN25_3B = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 2048,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-06,
+    "tie_word_embeddings": True,
+}
+LLAMA32_3B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 3072,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 24,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 32.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "tie_word_embeddings": True,
+}
+
+
+def model_folder(root: Path, name: str, config: dict) -> Path:
+    """A model folder with a config.json only: the plan needs no weights."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def small_run(tmp_path: Path, **sections):
+    folder = model_folder(tmp_path, "small", SMALL)
+    raw = {
+        "device": "cpu",
+        "agents": [{"name": "a", "model": str(folder)}, {"name": "b", "model": str(folder)}],
+        "data": {"train": "unused.jsonl"},
+        "cohort": {"samples_per_prompt": 2, "prompts_per_step": 6, "max_new_tokens": 5},
+        "plan": {"prompt_tokens": 5},
+    }
+    for key, value in sections.items():
+        raw[key] = {**raw.get(key, {}), **value}
+    return validate_config(raw)
+
+
+# Per layer: q 16x16 = 256, k and v 16x8 = 128 each, o 256, gate / up / down 16x32 = 512 each,
+# two norms of 16: 256 + 2*128 + 256 + 3*512 + 32 = 2,336. Two layers 4,672, the embedding
+# 100x16 = 1,600 (the head is tied to it), the final norm 16: 6,288 parameters.
+SMALL_PARAMS = 6288
+
+
+def test_small_model_parameters_and_states_by_hand(tmp_path):
+    cfg = small_run(tmp_path)
+    facts = model_facts(cfg.agents[0], 0, None)
+    assert facts.params == SMALL_PARAMS and facts.trainable == SMALL_PARAMS
+    plan = Planner(cfg, Machine(1, GIB, "cpu", "test")).plan(cfg)
+    states = {item.what: item.bytes for item in plan.ranks[0].agents[0].states}
+    # float32: 4 bytes per parameter and per gradient, AdamW 2 x 4 per parameter
+    assert states == {"parameters": 4 * 6288, "gradients": 4 * 6288, "AdamW moments": 8 * 6288}
+
+
+def test_lora_counts_only_the_adapters(tmp_path):
+    cfg = small_run(tmp_path, compute={"lora": {"r": 2}})
+    facts = model_facts(cfg.agents[0], 0, cfg.compute.lora)
+    # r x (in + out) per linear layer: q 2x(16+16) = 64, k and v 2x(16+8) = 48, o 64,
+    # gate and up 2x(16+32) = 96, down 2x(32+16) = 96: 512 per layer, 1,024 in two (head excluded)
+    assert facts.trainable == 1024
+    assert facts.params == SMALL_PARAMS + 1024
+    plan = Planner(cfg, Machine(1, GIB, "cpu", "test")).plan(cfg)
+    states = {item.what: item.bytes for item in plan.ranks[0].agents[0].states}
+    assert states["AdamW moments"] == 8 * 1024 and states["gradients"] == 4 * 1024
+    assert states["parameters"] == 4 * (SMALL_PARAMS + 1024)
+
+
+def test_fsdp_shards_pad_the_first_dimension(tmp_path):
+    cfg = small_run(tmp_path, distributed={"fsdp": True})
+    # 6 ranks, 2 agents: 3 per agent. ceil(dim0 / 3) rows each: embedding 34x16 = 544; per
+    # layer q 6x16 = 96, k and v 3x16 = 48, o 96, gate and up 11x16 = 176, down 6x32 = 192,
+    # norms 6 + 6: 844, two layers 1,688; final norm 6. 544 + 1,688 + 6 = 2,238 per rank.
+    plan = Planner(cfg, Machine(6, GIB, "cuda", "test")).plan(cfg)
+    states = {item.what: item.bytes for item in plan.ranks[0].agents[0].states}
+    assert plan.ranks[0].agents[0].dp == 3
+    assert states["parameters"] == 4 * 2238 and states["AdamW moments"] == 8 * 2238
+
+
+def test_activation_arithmetic_by_hand():
+    shape = a.DecoderShape(layers=2, hidden=16, heads=4, kv_heads=2, head_dim=4, intermediate=32, vocab=100)
+    # float32, SDPA: norms 6 x 4 x 16 = 384, attention 4 x 4 x 16 = 256, MLP 4 x 4 x 32 = 512,
+    # logsumexp 4 heads x 4 = 16: 1,168 bytes per token and layer
+    assert a.layer_saved_bytes_per_token(shape, "fp32", seq=10) == 1168
+    # 2 sequences x 10 tokens = 20 tokens x (2 x 1,168 + final norm 3 x 4 x 16 = 192 + int64 inputs 24)
+    # = 20 x 2,552 = 51,040; SDPA mask 2 x 10 x 10 x 4 = 800; 1,000 logits (2 x 5 x 100) x 16 = 16,000
+    elements = a.head_elements(2, 5, 100, None)
+    assert elements == 1000
+    assert a.update_peak_bytes(shape, "fp32", 2, 10, False, elements) == 51040 + 800 + 16000
+    # checkpointed: 20 x (192 + 24) + 800 = 5,120; each layer keeps its input 20 x 2 x 4 x 16 = 2,560;
+    # the recomputed layer 20 x (1,168 + working 4 x 16 + 3 x 4 x 32 / 2 = 256) = 28,480 > 16,000
+    assert a.update_peak_bytes(shape, "fp32", 2, 10, True, elements) == 5120 + 2560 + 28480
+    # keys and values: 2 layers x 8 wide x (4 + 4) bytes
+    assert a.kv_bytes_per_token(shape, "fp32") == 128
+    assert a.kv_bytes_per_token(shape, "fsdp_bf16") == 64
+    # the chunked head holds at most chunk // (n x V) positions of every sequence
+    assert a.head_elements(2, 5, 100, chunk_elements=400) == 2 * 2 * 100
+    # images: 10 patches x 12 float32 pixel values = 480; with autograd 10 patches x 2 layers x
+    # (10 x 8 + 3 x 16 = 128) x 4 = 10,240; without, one layer's 10 x (3 x 8 + 2 x 16 = 56) x 4 = 2,240
+    vision = a.VisionShape(layers=2, hidden=8, intermediate=16, patch_values=12)
+    assert a.vision_bytes(vision, "fp32", 10, grad=True) == 480 + 10240
+    assert a.vision_bytes(vision, "fp32", 10, grad=False) == 480 + 2240
+
+
+def test_sizes_parse():
+    assert parse_size("80GiB") == 80 * 2**30
+    assert parse_size("24GB") == 24 * 10**9
+    assert parse_size("512 MiB") == 512 * 2**20
+
+
+def paper_run(tmp_path, *overrides: str):
+    from corl.config import load_config
+
+    qwen = model_folder(tmp_path, "qwen", QWEN25_3B)
+    llama = model_folder(tmp_path, "llama", LLAMA32_3B)
+    sets = [f"agents.0.model={qwen}", f"agents.1.model={llama}", *overrides]
+    return load_config(ROOT / "configs" / "paper-text-3b.yaml", sets)
+
+
+def test_paper_config_plans_the_public_3b_models(tmp_path):
+    cfg = paper_run(tmp_path)
+    plan = plan_run(cfg, Machine(8, 80 * GIB, "cuda", "8 x 80 GiB"))
+    facts = {ag.name: ag.facts for rank in plan.ranks for ag in rank.agents}
+    # the model cards: Qwen2.5-3B 3.09B parameters, Llama-3.2-3B 3.21B
+    assert abs(facts["qwen"].params / 3.09e9 - 1) < 0.01
+    assert abs(facts["llama"].params / 3.21e9 - 1) < 0.01
+    assert [ag.dp for rank in plan.ranks for ag in rank.agents] == [4, 4]  # four ranks per agent
+    assert plan.fits and not plan.advice
+    # too many sequences per forward: the plan says so, and names the option to change
+    too_big = paper_run(tmp_path, "grpo.minibatch_size=16")
+    refused = plan_run(too_big, Machine(8, 80 * GIB, "cuda", "8 x 80 GiB"))
+    assert refused.fits is False
+    assert "grpo.minibatch_size=" in refused.advice[0]
+
+
+def test_warn_goes_on_and_stop_refuses(tmp_path):
+    cfg = small_run(tmp_path, plan={"device_memory": "64KiB"})
+    said = []
+    from corl.plan import PlanDoesNotFit
+
+    with pytest.raises(PlanDoesNotFit, match="plan.check=warn"):
+        check_before_training(cfg, said.append)
+    warn = small_run(tmp_path, plan={"device_memory": "64KiB", "check": "warn"})
+    plan = check_before_training(warn, said.append)
+    assert plan is not None and plan.fits is False and "does not fit" in said[-1]
+
+
+def test_update_arithmetic_against_the_measured_peak(tmp_path):
+    """corl's real Agent.update on a small Llama: the plan's update peak within 25% of the
+    measured peak of live CPU tensors (torch's profiler, every allocation of the step)."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from corl.agent import Agent
+    from corl.config import AgentConfig, GRPOConfig
+    from corl.data import PromptTemplate
+    from corl.rollout import Rollout, SamplingParams
+
+    cfg = small_run(tmp_path, cohort={"prompts_per_step": 8, "samples_per_prompt": 4, "max_new_tokens": 48})
+    config = AutoConfig.from_pretrained(cfg.agents[0].model)
+    n, p, c = 32, 5, 48
+    torch.manual_seed(0)
+    tokenizer = type("Tok", (), {"eos_token_id": 1, "pad_token_id": 2})()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = AutoModelForCausalLM.from_config(config)
+        agent = Agent(AgentConfig(name="a", model="m"), model, tokenizer, PromptTemplate(), "problem", GRPOConfig())
+        ids = torch.randint(3, 100, (n, p + c))
+        mask = torch.ones_like(ids)
+        mask[::2, :2] = 0  # left padding, as a batch of prompts of different lengths has
+        rollout = Rollout(ids, mask, torch.ones(n, c, dtype=torch.long), None, [""] * n, p, 4)
+        for _ in range(2):  # the second update is the steady state: gradients and moments exist
+            agent.update(rollout, torch.randn(8, 4), SamplingParams(max_new_tokens=c))
+    measured = 0
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        if event.tag == _EventType.Allocation:
+            measured = max(measured, event.extra_fields.total_allocated)
+        stack.extend(event.children)
+    plan = Planner(cfg, Machine(1, GIB, "cpu", "test")).plan(cfg)
+    agent_plan = plan.ranks[0].agents[0]
+    states = sum(item.bytes for item in agent_plan.states)
+    predicted = states + sum(item.bytes for item in agent_plan.phases["update"])
+    assert 0.75 < predicted / measured < 1.25, (predicted, measured)
+
+
+def corl(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "corl", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_corl_plan_on_the_tiny_configs():
+    for config, agents in (("configs/tiny.yaml", ("llama-char", "qwen2-bpe")), ("configs/tiny-vision.yaml", ("qwen2vl-bpe",))):
+        out = corl("plan", config)
+        assert out.returncode == 0, out.stderr
+        assert "\nfits: peak" in out.stdout
+        for name in agents:
+            assert f"agent {name}:" in out.stdout
+
+
+def test_corl_plan_on_the_paper_config(tmp_path):
+    qwen = model_folder(tmp_path, "qwen", QWEN25_3B)
+    llama = model_folder(tmp_path, "llama", LLAMA32_3B)
+    args = ["--set", f"agents.0.model={qwen}", "--set", f"agents.1.model={llama}", "--gpus", "8", "--device-memory", "80GiB"]
+    out = corl("plan", "configs/paper-text-3b.yaml", *args)
+    assert out.returncode == 0, out.stderr
+    assert "ranks 0-3 (qwen)" in out.stdout and "ranks 4-7 (llama)" in out.stdout
+    assert "3,085,938,688 parameters" in out.stdout  # Qwen2.5-3B, counted on the meta device
+
+
+def test_corl_train_refuses_a_plan_that_cannot_fit(tmp_path):
+    """A device too small for the update: corl train stops before loading anything (exit 2),
+    names the option to change first and how to go on anyway."""
+    run = tmp_path / "run"
+    out = corl("train", "configs/tiny.yaml", "--set", "plan.device_memory=160MiB", "-o", str(run))
+    assert out.returncode == 2, out.stdout + out.stderr
+    text = out.stdout + out.stderr
+    assert "does not fit" in text
+    assert "change first: --set grpo.minibatch_size=" in text
+    assert "plan.check=warn" in text
+    assert not (run / "checkpoints").exists() and not (run / "metrics.jsonl").exists()
