@@ -88,6 +88,20 @@ def test_a_missing_relative_folder_is_refused_without_asking_the_hub(hub, tmp_pa
     assert _Hub.asked == []  # a path, never a hub id: no request, no retries
 
 
+def test_a_cached_hub_model_is_found_although_its_org_is_a_folder_here(hub, tmp_path):
+    # the hub cache's own layout: refs/main names the snapshot that holds the files
+    repo = tmp_path / "hub-cache" / "models--org--cached"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    (repo / "snapshots" / ("0" * 40)).mkdir(parents=True)
+    (repo / "snapshots" / ("0" * 40) / "config.json").write_text("{}")
+    (tmp_path / "org").mkdir()  # "org/cached" could also be read as a path
+    check_model_source("org/cached", WHERE)
+    with pytest.raises(ConfigError, match=r"model folder 'org/missing' not found"):
+        check_model_source("org/missing", WHERE)  # not cached: the folder here decides
+    assert _Hub.asked == []
+
+
 def test_the_error_names_the_part_of_the_path_that_is_missing(hub, tmp_path):
     (tmp_path / "ckpt").mkdir()
     with pytest.raises(ConfigError, match=re.escape(f"'{tmp_path.resolve()}/ckpt' has no 'missing'")):

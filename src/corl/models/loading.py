@@ -52,8 +52,8 @@ def check_model_source(model: str, where: str) -> None:
     - `tiny:` / `tiny-vl:` names are built on use;
     - an existing path must be a Hugging Face model folder (config.json);
     - a path that cannot be a hub id (starting with ./ ../ ~ /, with a backslash or more than
-      one slash) or whose first part is a folder here ("ckpt" of "ckpt/missing") is a
-      missing folder: refused, naming what part of it exists;
+      one slash), or whose first part is a folder here ("ckpt" of "ckpt/missing") and that
+      is no cached hub model, is a missing folder: refused, naming what part of it exists;
     - a name that is no valid hub id is refused;
     - a hub id must be in the local cache, or (not HF_HUB_OFFLINE) known to the hub: one
       metadata request with a short timeout; "not found" or "unreachable" is refused here.
@@ -67,14 +67,17 @@ def check_model_source(model: str, where: str) -> None:
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ConfigError(f"{where}: {model!r} is not a Hugging Face model folder (no config.json in it)")
         return
-    if _path_like(model):
-        raise ConfigError(f"{where}: model folder {model!r} not found ({_nearest(path)}); check the path")
+    missing = f"{where}: model folder {model!r} not found ({_nearest(path)}); check the path"
+    if _only_a_path(model):
+        raise ConfigError(missing)
     problem = _invalid_repo_id(model)
+    # "ckpt/missing" with a folder ckpt here is a path, unless a hub model of that name is cached
+    here = "/" in model and Path(model.split("/")[0]).expanduser().is_dir()
+    if here and (problem or not _cached(model)):
+        raise ConfigError(missing)
     if problem:
         raise ConfigError(f"{where}: {model!r} is neither a folder ({_nearest(path)}) nor a Hugging Face hub id ({problem})")
-    from huggingface_hub import try_to_load_from_cache
-
-    if isinstance(try_to_load_from_cache(model, "config.json"), str):
+    if _cached(model):
         return
     if _offline():
         raise ConfigError(
@@ -84,11 +87,15 @@ def check_model_source(model: str, where: str) -> None:
     _probe_hub(model, where, path)
 
 
-def _path_like(model: str) -> bool:
+def _only_a_path(model: str) -> bool:
     """A name that only a path can be: the hub's ids are "name" or "org/name"."""
-    if model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model or (os.sep != "/" and os.sep in model):
-        return True
-    return "/" in model and Path(model.split("/")[0]).is_dir()  # "ckpt/missing" with a folder ckpt here
+    return model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model or (os.sep != "/" and os.sep in model)
+
+
+def _cached(model: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(model, "config.json"), str)
 
 
 def _nearest(path: Path) -> str:
