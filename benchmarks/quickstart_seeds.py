@@ -9,7 +9,10 @@ wall time is a first run's. Seed 0 is exactly the embedded default; seed S > 0 p
 every family as its seed sibling and trains with RL seed S.
 
 Prints, as markdown: every claim's margin as mean ± std over seeds, how many seeds it held
-in and how many of those were within noise; each method's greedy test accuracy per agent
+in and how many of those were within noise (two standard errors of that seed's margin);
+every per-problem claim once more over all seeds together, its margin ± two standard errors
+paired over the same test problems (corl.claims.paired_se: seeds averaged per problem, so
+seeds x problems are not counted as independent draws); each method's greedy test accuracy per agent
 (mean ± std); the pooled ensembles; and each seed's wall time. Writes the same to
 OUT/summary.md and every seed's results to OUT/seed<S>/results.json.
 """
@@ -44,6 +47,26 @@ def _ms(values: list[float], scale: float = 100.0) -> str:
     return f"{mean:.1f} ± {std:.1f}"
 
 
+def _as_runs(v: list) -> list[list[int]]:
+    """A results.json vector as [seeds][problems] (files written before per-seed vectors were flat)."""
+    return v if v and isinstance(v[0], list) else [v]
+
+
+def pooled_claims(runs: dict[int, dict]) -> list[dict]:
+    """The per-problem claims over every seed's runs together (every seed tests the same problems)."""
+    from corl.claims import check_claims
+
+    vectors: dict[str, dict[str, list]] = {}
+    pooled: dict[str, dict] = {}
+    for r in runs.values():
+        for method, agents in r.get("vectors", {}).items():
+            for agent, v in agents.items():
+                vectors.setdefault(method, {}).setdefault(agent, []).extend(_as_runs(v))
+        for method, e in r.get("ensembles", {}).items():
+            pooled.setdefault(method, {"k": e["k"], "correct": []})["correct"].extend(_as_runs(e["correct"]))
+    return check_claims(vectors, pooled, [], None)
+
+
 def summary(runs: dict[int, dict]) -> str:
     seeds = sorted(runs)
     lines = [f"Seeds: {', '.join(map(str, seeds))} (a seed's wall time includes pretraining when its cache was empty).", ""]
@@ -55,6 +78,13 @@ def summary(runs: dict[int, dict]) -> str:
         held = sum(c["holds"] for c in found)
         noisy = sum(c["within_noise"] for c in found)
         lines.append(f"| {text} | {_ms(margins)} | {held}/{len(found)} | {noisy}/{len(found)} |")
+    together = pooled_claims(runs)
+    if together:
+        lines += ["", "Over all seeds together (margin ± two standard errors paired per problem, points):", ""]
+        lines += ["| claim | margin | holds | within noise |", "|---|---|---|---|"]
+        for c in together:
+            noise = f"{100 * c['margin']:+.1f} ± {100 * c['noise']:.1f}"
+            lines.append(f"| {c['claim']} | {noise} | {'yes' if c['holds'] else 'no'} | {'yes' if c['within_noise'] else 'no'} |")
     lines += ["", "Greedy test accuracy (%), mean ± std over seeds:", ""]
     first = runs[seeds[0]]
     agents = list(first["families"])

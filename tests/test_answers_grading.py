@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from corl.answers import EXTRACTION_MODES, extract_answer, grade, is_equivalent
+from corl.answers import EXTRACTION_MODES, answer_key, extract_answer, grade, is_equivalent
+from corl.labels.vote import majority_vote
+from corl.tasks.math import math_answers
 
 
 def _params(pairs):
@@ -169,14 +171,55 @@ BLANK = [
     "\\boxed{}",
     "\\boxed{ \\text{ } }",
     "\\boxed{\\qquad}",
+    # issue 24: a TeX space, an empty group, punctuation alone, dots and placeholders
+    "\\boxed{\\ }",
+    "\\boxed{{}}",
+    "\\boxed{{ }}",
+    "\\boxed{-}",
+    "\\boxed{+}",
+    "\\boxed{.}",
+    "\\boxed{?}",
+    "\\boxed{=}",
+    "\\boxed{\\%}",
+    "\\boxed{()}",
+    "\\boxed{[\\ ]}",
+    "\\boxed{\\ldots}",
+    "\\boxed{\\cdots}",
+    "\\boxed{\\square}",
+    "\\boxed{\\phantom{0}}",
+    "\\boxed{\\text{-}}",
+    "\\boxed{\\_\\_}",
 ]
 
 
 @pytest.mark.parametrize("box", BLANK)
 def test_blank_answers_never_vote(box):
     assert extract_answer(f"After all that, the answer is ${box}$.") is None
+    assert extract_answer(f"so ${box}$") is None
     assert not grade(f"so ${box}$", "")
+    assert not grade(f"so ${box}$", box)  # not even against a blank gold
     assert not is_equivalent(box, box)  # a blank can never match, not even itself
+    assert answer_key(box) == answer_key(None) == ""  # the key of no answer
+    # in a task's vote: no key, so three blanks are no majority and earn nothing
+    answers, keys = math_answers([f"so ${box}$"] * 3, [object()], 3)
+    assert answers == [(None, None, None)] and keys == [(None, None, None)]
+    assert majority_vote(keys[0], answers[0]) is None
+
+
+@pytest.mark.parametrize(
+    "box, key",
+    [
+        ("\\boxed{\\{\\}}", "\\{\\}"),  # the empty set is a value
+        ("\\boxed{\\emptyset}", "\\emptyset"),
+        ("\\boxed{x}", "x"),
+        ("\\boxed{-\\infty}", "-\\infty"),
+        ("\\boxed{5\\ }", "5"),  # a trailing TeX space is a space, not a lone backslash
+        ("\\boxed{1} \\quad \\boxed{-}", "1"),  # a blank box among solutions drops out
+    ],
+)
+def test_a_value_next_to_blanks_still_counts(box, key):
+    answer = extract_answer(f"so ${box}$")
+    assert answer is not None and answer_key(answer) == key
 
 
 def test_inline_math_does_not_cross_lines():

@@ -1,25 +1,25 @@
-"""Properties of corl.answers over generated inputs: reflexive, symmetric, total, on time.
+"""Properties of corl.answers over generated inputs: reflexive, symmetric, total, deadlines kept.
 
 The fuzz draws 10,000 inputs from the pieces completions and golds are made of (boxes,
 fractions, sets, text, broken braces) and asks extraction, keys and equivalence about each:
-no call may raise or run past its deadline.
+no call may raise. How long the calls take (each within its deadline, the fuzz as a whole)
+is measured in benchmarks/answers_deadlines.py: a test asserts behaviour, not speed.
 """
 
 from __future__ import annotations
 
 import random
-import threading
 import time
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corl.answers import POOL, answer_key, extract_answer, is_equivalent
-from corl.answers.normalize import clean
+from corl.answers.normalize import blank
 
-SLACK_S = 0.5  # scheduling noise on a loaded 2-core machine, on top of a call's deadline
+HANG_S = 120  # only a hang gets here: a test waits no longer for what it checks
 
 PIECES = (
     list("0123456789.,-+/^_{}()[]$%=<> xyab")
@@ -46,7 +46,7 @@ answers = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(junk)
 def test_equivalence_is_reflexive(a):
-    assert is_equivalent(a, a) == bool(clean(a).strip(", "))
+    assert is_equivalent(a, a) == (not blank(a))  # a blank answer matches nothing, not even itself
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,48 +71,45 @@ def warm_pool():
 
 @settings(max_examples=60, deadline=None)
 @given(junk, junk)
-def test_every_call_returns_within_its_deadline(warm_pool, a, b):
-    start = time.monotonic()
-    is_equivalent(a, b, timeout=0.2)
-    assert time.monotonic() - start < 0.2 + SLACK_S
+def test_a_deadline_only_turns_a_match_into_no_match(warm_pool, a, b):
+    # a check cut short answers False; it never makes a different answer match
+    assert is_equivalent(a, b, timeout=0.2) in (False, is_equivalent(a, b, timeout=30))
 
 
 def test_a_hung_worker_is_killed_and_replaced(warm_pool):
-    """A check that never ends costs its deadline, off the main thread too, and the pool goes on."""
+    """A check that never ends is ended at its deadline, and the pool goes on with a new worker."""
     pool = POOL._ready_pool()
-    result = {}
-
-    def hang():
-        start = time.monotonic()
-        future = pool.schedule(time.sleep, (60,), timeout=0.3)
-        try:
-            future.result(timeout=5)
-        except FutureTimeout:
-            result["killed_after"] = time.monotonic() - start
-
-    worker = threading.Thread(target=hang)
-    worker.start()
-    worker.join(timeout=10)
-    assert result["killed_after"] < 0.3 + SLACK_S + 1.0  # pebble's watchdog polls, then kills
+    future = pool.schedule(time.sleep, (3600,), timeout=0.3)  # would sleep an hour
+    done, _ = wait([future], timeout=HANG_S)
+    assert future in done  # ended by the pool's deadline, not by the sleep
+    assert isinstance(future.exception(), TimeoutError)
     assert is_equivalent("\\log_{2} 16", "4", timeout=30)  # a replacement worker answers
+
+
+def test_a_burst_of_timeouts_leaves_the_pool_able_to_answer(warm_pool):
+    # Each check cut short used to cancel its task, and pebble answers a cancelled task that a
+    # worker has taken by killing and respawning that worker: a burst of timeouts kept the pool
+    # respawning for minutes, and every check meanwhile answered False (a wrong reward).
+    for n in range(40):
+        is_equivalent(f"\\log_{{2}} {2 ** (n + 3)}", f"{n + 3}", timeout=0.05)  # true, but cut short
+    assert is_equivalent("\\log_{2} 16", "4", timeout=30)
 
 
 def _fuzz_input(rng: random.Random) -> str:
     return "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 30)))
 
 
-def test_fuzz_10000_inputs_no_crash_no_hang(warm_pool):
-    rng = random.Random(0)
-    texts = [_fuzz_input(rng) for _ in range(10_000)]
-    worst = 0.0
-    started = time.monotonic()
+def fuzz_inputs(n: int = 10_000, seed: int = 0) -> list[str]:
+    """The fuzz's inputs (benchmarks/answers_deadlines.py times the same ones)."""
+    rng = random.Random(seed)
+    return [_fuzz_input(rng) for _ in range(n)]
+
+
+def test_fuzz_10000_inputs_no_crash(warm_pool):
+    texts = fuzz_inputs()
     for i, text in enumerate(texts):
-        t = time.monotonic()
         for mode in ("strict", "flexible"):
             got = extract_answer(text, mode=mode)
             assert got is None or isinstance(got, str)
         assert isinstance(answer_key(text), str)
         assert isinstance(is_equivalent(text, texts[i - 1], timeout=0.3), bool)
-        worst = max(worst, time.monotonic() - t)
-    assert worst < 0.3 + SLACK_S
-    assert time.monotonic() - started < 50

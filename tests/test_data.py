@@ -29,6 +29,25 @@ def test_malformed_jsonl_names_the_line(tmp_path):
         load_rows(str(tmp_path / "missing.jsonl"))
 
 
+def test_a_relative_folder_is_refused_never_sent_to_the_hub_loader(tmp_path, monkeypatch):
+    # issue 24: `data.train: mydata` (a folder here) went to datasets.load_dataset and was trained on
+    folder = tmp_path / "mydata"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    (folder / "notes.txt").write_text("not data")
+    monkeypatch.chdir(tmp_path)
+    for source in ("mydata", "./mydata", "mydata/"):
+        with pytest.raises(DataError, match=r"dataset '.*mydata/?' is a folder \(data files in it: mydata/train.jsonl\)"):
+            load_rows(source)
+    with pytest.raises(DataError, match=r"is a folder \(no .jsonl/.json/.parquet/.csv file in it\)"):
+        load_rows(str(tmp_path))
+    # a missing file under a folder that is here is a path too, not a hub name "org/name"
+    with pytest.raises(DataError, match=r"dataset file 'mydata/test' not found \(read as a path: 'mydata' is a folder here\)"):
+        load_rows("mydata/test")
+    with pytest.raises(DataError, match=r"dataset file 'a/b/c' not found"):
+        load_rows("a/b/c")  # more than one slash: no hub dataset is named so
+
+
 def test_missing_field_names_file_row_field_and_columns():
     rows = [ROWS[0], {"id": "c", "question": "3+3", "answer": "6"}]
     with pytest.raises(DataError) as err:

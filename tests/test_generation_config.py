@@ -70,3 +70,38 @@ def test_sampled_tokens_and_logprobs_ignore_the_checkpoint_generation_config(pla
     # sampled at temperature 1 over the whole vocabulary: some token was not the likeliest
     # (log-prob below log 0.5), which min_p=0.5 or top_k=3 would have cut
     assert (a.sampling_logprobs[a.completion_mask.bool()] < -0.7).any()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
+def test_the_engine_config_sets_no_flag_transformers_would_ignore(temperature):
+    # issue 24: greedy configs carried top_k=0, a sampling-only flag; transformers warned
+    # "generation flags are not valid and may be ignored: ['top_k']" on every greedy call
+    from corl.rollout.hf import _generation_config
+
+    config = _generation_config(SamplingParams(temperature, 1.0, 8), [1], 0)
+    config.validate(strict=True)  # raises where a flag does not apply to the decoding mode
+    assert config.top_k == (None if temperature == 0 else 0)  # sampling: still no hidden top-k of 50
+
+
+@pytest.mark.parametrize("decode", ["compact", "generate"])
+def test_greedy_and_sampled_rollouts_log_no_generation_warning(decode):
+    import logging
+
+    from corl.models.loading import _ready_for_rollouts
+    from corl.tiny.families import build_random_model
+    from corl.tiny.tokenizers import char_tokenizer
+
+    tok = _ready_for_rollouts(char_tokenizer(), "char")
+    engine = HFGenerateEngine(build_random_model("llama", tok, hidden=32, layers=1, heads=2), tok, decode=decode)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("transformers")
+    logging.Logger.warning_once.cache_clear()  # transformers says each warning once per process
+    logger.addHandler(handler)
+    try:
+        for temperature in (0.0, 1.0):
+            engine.generate(PROMPTS, 2, SamplingParams(temperature, 1.0, 4))
+    finally:
+        logger.removeHandler(handler)
+    assert not [r.getMessage() for r in records if "generation flags" in r.getMessage()]

@@ -7,8 +7,8 @@ is two standard errors of that margin over the test problems (None where there i
 per-problem measurement to estimate it from); `within_noise` is |margin| < noise: the
 verdict could flip on another draw of the test set or another seed.
 
-Per-problem vectors (0/1 correctness on the same test problems, concatenated over RL
-seeds) give paired standard errors: sd(x - y) / sqrt(n). Kappa's noise is a bootstrap
+Per-problem runs (0/1 correctness on the same test problems, one list per RL seed) give
+paired standard errors clustered by problem (`paired_se`). Kappa's noise is a bootstrap
 over problems (fixed resampling seed, so a report is reproducible).
 """
 
@@ -22,16 +22,42 @@ from collections.abc import Sequence
 GT_GAIN = 0.08  # the issue's bar for "RL moves the bases": GT-Reward gains >= 8 points per agent
 
 
-def paired_se(x: Sequence[float], y: Sequence[float]) -> float:
-    """Standard error of mean(x) - mean(y) for paired per-problem scores."""
+Runs = Sequence[Sequence[float]]  # [seeds][problems]: one per-problem score list per seed
+
+
+def per_problem_differences(x: Runs, y: Runs) -> list[float]:
+    """[N] mean over seeds of x - y on each problem: the unit the test set draws is a problem."""
     if len(x) != len(y) or not x:
-        raise ValueError(f"paired vectors need the same, non-zero length ({len(x)} vs {len(y)})")
-    d = [a - b for a, b in zip(x, y)]
-    return statistics.pstdev(d) / math.sqrt(len(d)) if len(d) > 1 else 0.0
+        raise ValueError(f"paired runs need the same, non-zero number of seeds ({len(x)} vs {len(y)})")
+    n = len(x[0])
+    if not n or any(len(r) != n for r in [*x, *y]):
+        raise ValueError(f"paired runs need the same, non-zero number of problems ({[len(r) for r in [*x, *y]]})")
+    return [sum(a[i] - b[i] for a, b in zip(x, y)) / len(x) for i in range(n)]
+
+
+def paired_se(x: Runs, y: Runs) -> float:
+    """Standard error of mean(x) - mean(y), paired over the same problems and clustered by problem.
+
+    Seeds rerun the same problems, so their scores on one problem are not independent draws:
+    the differences are averaged over seeds per problem first, and the standard error is that
+    of the mean of those N per-problem differences, s_d / sqrt(N) with the sample sd (N - 1).
+    This is the paired, question-clustered estimator of Miller, "Adding Error Bars to Evals"
+    (arXiv:2411.00640; its sections on clustered standard errors, on resampling answers, where
+    scores are averaged per question first, and on paired analysis). Treating the S * N
+    (seed, problem) scores as independent would shrink the error by about sqrt(S).
+    It leaves out the spread between seeds as a whole (a seed that is better everywhere):
+    with a few seeds that cannot be estimated; benchmarks/quickstart_seeds.py reports it.
+    """
+    d = per_problem_differences(x, y)
+    return statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else 0.0
 
 
 def _mean(v: Sequence[float]) -> float:
     return sum(v) / len(v)
+
+
+def _runs_mean(runs: Runs) -> float:
+    return _mean([_mean(r) for r in runs])
 
 
 def claim(text: str, margin: float, noise: float | None, numbers: dict, strict: bool = True) -> dict:
@@ -55,9 +81,9 @@ def beats_base(vectors: dict, method: str, text: str, threshold: float = 0.0) ->
     for a in agents:
         b = base[a]  # per_problem repeats the base once per seed, like every method
         rows[a] = {
-            "base": _mean(b),
-            method: _mean(new[a]),
-            "margin": _mean(new[a]) - _mean(b) - threshold,
+            "base": _runs_mean(b),
+            method: _runs_mean(new[a]),
+            "margin": _runs_mean(new[a]) - _runs_mean(b) - threshold,
             "noise": 2 * paired_se(new[a], b),
         }
     worst = min(rows, key=lambda a: rows[a]["margin"])
@@ -68,9 +94,15 @@ def cohort_average(vectors: dict, better: str, worse: str, text: str) -> dict | 
     """Per-problem accuracy averaged over the cohort's agents: `better` >= `worse`."""
     if better not in vectors or worse not in vectors:
         return None
-    x = [_mean(col) for col in zip(*vectors[better].values())]
-    y = [_mean(col) for col in zip(*vectors[worse].values())]
-    return claim(text, _mean(x) - _mean(y), 2 * paired_se(x, y), {better: _mean(x), worse: _mean(y)}, strict=False)
+    x, y = _agents_mean(vectors[better]), _agents_mean(vectors[worse])
+    numbers = {better: _runs_mean(x), worse: _runs_mean(y)}
+    return claim(text, numbers[better] - numbers[worse], 2 * paired_se(x, y), numbers, strict=False)
+
+
+def _agents_mean(by_agent: dict[str, Runs]) -> list[list[float]]:
+    """[seeds][problems] the agents' mean score on each problem in each seed."""
+    per_seed = zip(*by_agent.values())  # each item: one seed's run of every agent
+    return [[_mean(col) for col in zip(*runs)] for runs in per_seed]
 
 
 def ensembles(pooled: dict, better: str, worse: str) -> dict | None:
@@ -80,7 +112,7 @@ def ensembles(pooled: dict, better: str, worse: str) -> dict | None:
     x, y = pooled[better]["correct"], pooled[worse]["correct"]
     k = pooled[better]["k"]
     text = f"{better} ensemble beats the {worse} ensemble (pooled maj@{k})"
-    return claim(text, _mean(x) - _mean(y), 2 * paired_se(x, y), {better: _mean(x), worse: _mean(y)})
+    return claim(text, _runs_mean(x) - _runs_mean(y), 2 * paired_se(x, y), {better: _runs_mean(x), worse: _runs_mean(y)})
 
 
 def kappa_gap(diversity: list[dict], bootstrap: int = 200) -> dict | None:
@@ -135,8 +167,8 @@ def check_claims(
     """Every claim the measurements can decide, in the report's order.
 
     Args:
-        vectors: method -> agent -> per-problem greedy correctness (0/1), seeds concatenated.
-        pooled: method -> {"correct": per-problem pooled-majority correctness, "k": votes}.
+        vectors: method -> agent -> [seeds][problems] greedy correctness (0/1).
+        pooled: method -> {"correct": [seeds][problems] pooled-majority correctness, "k": votes}.
         diversity: corl.diversity pair rows (with "correct_a"/"correct_b" for the bootstrap).
         std: method -> mean normalized reward std late in training (or None).
         regime: corl.quickstart.regime's measurement of the bases (or None).

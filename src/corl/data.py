@@ -1,6 +1,7 @@
 """Datasets, prompts and batches.
 
-Rows come from a local JSONL / JSON / Parquet / CSV file or a Hugging Face dataset name.
+Rows come from a local JSONL / JSON / Parquet / CSV file or a Hugging Face dataset name
+(a local folder is refused by name, never handed to `datasets`).
 A training row becomes a `Problem`: an id and the prompt text of each field the agents
 read (data decoupling: agents may read different wordings of the same row). The ground
 truth, when present, goes into a separate `AnswerKey` that only the `truth` label source
@@ -29,7 +30,18 @@ class DataError(ValueError):
 
 
 def _looks_local(source: str) -> bool:
-    return source.endswith(LOCAL_SUFFIXES) or source.startswith((".", "/", "~"))
+    """A name only a local path can be: a file suffix, ./ ../ ~ /, a backslash, more than one
+    slash (hub datasets are "name" or "org/name"), or a first part that is a folder here."""
+    if source.endswith(LOCAL_SUFFIXES) or source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
+        return True
+    return "/" in source and Path(source.split("/")[0]).expanduser().is_dir()
+
+
+def _refuse_folder(source: str, path: Path) -> DataError:
+    """A folder is never handed to `datasets` (it would read whatever files it finds there)."""
+    files = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in LOCAL_SUFFIXES)[:5]
+    found = f"data files in it: {', '.join(files)}" if files else f"no {'/'.join(LOCAL_SUFFIXES)} file in it"
+    return DataError(f"dataset {source!r} is a folder ({found}); give the path of one file (a Hugging Face dataset by its name)")
 
 
 # Named data sources, `<prefix>:<spec>` (the embedded task is `tiny:<split>[:<rows>]`): a
@@ -59,8 +71,12 @@ def load_rows(source: str, split: str | None = None) -> list[dict]:
     path = Path(source).expanduser()
     if path.is_file():
         return _read_local(path)
+    if path.is_dir():
+        raise _refuse_folder(source, path)
     if _looks_local(source):
-        raise DataError(f"dataset file {source!r} not found")
+        first = source.split("/")[0]
+        why = f" (read as a path: {first!r} is a folder here)" if "/" in source and Path(first).is_dir() else ""
+        raise DataError(f"dataset file {source!r} not found{why}")
     try:
         import datasets
 

@@ -453,14 +453,15 @@ def summarize(
     return results
 
 
-def per_problem(per_seed: list[dict]) -> dict[str, dict[str, list[int]]]:
-    """method -> agent -> greedy correctness per test problem, the seeds one after another."""
-    out: dict[str, dict[str, list[int]]] = {}
+def per_problem(per_seed: list[dict]) -> dict[str, dict[str, list[list[int]]]]:
+    """method -> agent -> [seeds][problems] greedy correctness (kept per seed: the claims' noise
+    is clustered by problem, corl.claims.paired_se)."""
+    out: dict[str, dict[str, list[list[int]]]] = {}
     for seed in per_seed:
         for method, agents in seed.items():
             for agent, e in agents.items():
                 if "greedy_correct" in e:
-                    out.setdefault(method, {}).setdefault(agent, []).extend(e["greedy_correct"])
+                    out.setdefault(method, {}).setdefault(agent, []).append(e["greedy_correct"])
     return out
 
 
@@ -480,7 +481,7 @@ def pooled_ensembles(per_seed: list[dict], gold: list[str]) -> dict[str, dict]:
             votes = pooled(sets)
             k = len(votes[0])
             hits = [int(c) for c in majority_correct(votes, gold)]
-            correct += hits
+            correct.append(hits)
             accs.append(sum(hits) / len(hits))
         else:
             out[method] = {"maj": _mean_std(accs), "k": k, "correct": correct}

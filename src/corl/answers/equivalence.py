@@ -19,7 +19,7 @@ import re
 from collections import Counter
 
 from corl.answers.keys import MAX_ANSWER_CHARS, WORDS, analyze, choice, element_key, scalar_key, struct_key
-from corl.answers.normalize import BOX, balanced, clean, split_top
+from corl.answers.normalize import BOX, balanced, blank, clean, split_top
 from corl.answers.numbers import Number, number, numbers_equal
 from corl.answers.reader import MAX_SYMBOLIC_CHARS, TOWER, numeric_verdict
 from corl.answers.structure import Struct, element_structure
@@ -181,7 +181,7 @@ def _equivalent_cached(pred: str, gold: str, timeout: float) -> bool:
     deadline = Deadline(timeout)
     p, ps, pk = analyze(pred)
     g, gs, gk = analyze(gold)
-    if not p or not g:  # a blank answer (\text{}, \quad) is no answer
+    if blank(pred) or blank(gold):  # a blank answer (\text{}, \quad, -, {}) is no answer
         return False
     if pk == gk or _struct_equiv(ps, gs, p, g, deadline):
         return True

@@ -9,7 +9,8 @@ formula and nothing else is that answer.
 
 Strict mode (the reward policy) stops there: None when nothing is stated, when the last
 box is unclosed or the statement is cut inside its formula, and when the answer is blank
-(``\\boxed{\\text{}}``, ``\\boxed{\\quad}``): a reward must never come from a guess.
+(``\\boxed{\\text{}}``, ``\\boxed{\\quad}``, ``\\boxed{-}``, ``\\boxed{{}}``: `normalize.blank`): a
+reward must never come from a guess.
 Flexible mode then falls back to the last number of the text, for benchmark parity with
 lm-eval's GSM8K "flexible-extract".
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from corl.answers.normalize import BOX, balanced, clean, closing_brace
+from corl.answers.normalize import BOX, balanced, blank, closing_brace, strip_tex
 
 EXTRACTION_MODES = ("strict", "flexible")
 
@@ -84,12 +85,12 @@ def _last_box(text: str) -> tuple[int, str | None] | None:
             return at, None
         answer, _ = _inline(rest.lstrip().split("$")[0])
         return at, answer if answer and balanced(answer) else None
-    group = [text[start:end].strip()]
+    group = [strip_tex(text[start:end])]
     for (_, s0, e0), (b1, _, _) in zip(reversed(boxes[:-1]), reversed(boxes[1:])):
         if e0 < 0 or not _BOX_GAP.match(text[e0 + 1 : b1]):
             break
-        group.insert(0, text[s0:e0].strip())
-    return at, ", ".join(x for x in group if clean(x)) or None
+        group.insert(0, strip_tex(text[s0:e0]))
+    return at, ", ".join(x for x in group if not blank(x)) or None
 
 
 def _last_statement(text: str) -> tuple[int, str | None, bool] | None:
@@ -137,7 +138,7 @@ def _stated(text: str) -> str | None:
     if not candidates:
         return _whole_formula(text)
     answer = max(candidates, key=lambda c: c[0])[1]
-    return answer if answer is not None and clean(answer) else None  # a blank box is no answer
+    return answer if answer is not None and not blank(answer) else None  # a blank box is no answer
 
 
 def extract_answer(text: str | None, mode: str = "strict") -> str | None:

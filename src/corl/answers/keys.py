@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 
-from corl.answers.normalize import clean
+from corl.answers.normalize import blank, clean
 from corl.answers.numbers import Number, number
 from corl.answers.structure import Struct, element_structure, structure
 
@@ -77,7 +77,8 @@ def answer_key(answer: str | None) -> str:
     """Canonical vote key: equivalent spellings of one answer share it.
 
     Pure string rewrites and exact rationals (no sympy): fast, deterministic, never
-    raises. Equal keys imply `is_equivalent`; different keys may still be equivalent.
+    raises. Equal non-empty keys imply `is_equivalent`; different keys may still be
+    equivalent. "" is the key of no answer: None or a blank one (`normalize.blank`).
     """
     if answer is None:
         return ""
@@ -85,6 +86,6 @@ def answer_key(answer: str | None) -> str:
         text = str(answer)
         if len(text) > MAX_ANSWER_CHARS:
             return " ".join(text.split())
-        return analyze(text)[2]
+        return "" if blank(text) else analyze(text)[2]
     except Exception:  # a key must never take a training step down
         return " ".join(str(answer).split())

@@ -32,6 +32,14 @@ def closing_brace(s: str, start: int) -> int:
     return -1
 
 
+def strip_tex(s: str) -> str:
+    """s without surrounding whitespace, except the space of a trailing ``\\ `` (a TeX space:
+    stripped, it would leave a lone backslash that no rule reads as a space)."""
+    out = s.strip()
+    escaped = (len(out) - len(out.rstrip("\\"))) % 2
+    return out + " " if escaped and len(out) < len(s.lstrip()) else out
+
+
 def balanced(s: str) -> bool:
     """True when every unescaped brace of s is matched."""
     depth, i = 0, 0
@@ -203,7 +211,7 @@ def clean(s: str, strip_var: bool = True) -> str:
 
     strip_var: also reduce a named value to the value (``x = 5`` -> ``5``, see conventions).
     """
-    s = _notation(s.strip())
+    s = _notation(strip_tex(s))
     degrees = _DEGREES.search(s) is not None  # "45^\circ,135^\circ" is a list, not 45135
     s = _DEGREES.sub("", s)
     s = _strip_units(s.strip().strip(_SEP).strip().rstrip(".").strip())
@@ -221,6 +229,23 @@ def clean(s: str, strip_var: bool = True) -> str:
     if _GROUPED.match(s) and not degrees:
         s = s.replace(",", "")
     return s
+
+
+# What prints no value of its own: spacing, escaped punctuation, dots, placeholders, phantoms
+_NO_VALUE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\(?:[lcv]?dots|ddots|cdot|square|Box|blacksquare)(?![a-zA-Z])|\\[^a-zA-Z]")
+_EMPTY_SET = re.compile(r"^(?:\\\{\\\}|\u2205)$")  # \{\} and ∅ are a value: the empty set
+_VALUE_CHAR = re.compile(r"[^\W_]")  # a letter or a digit, in any script
+
+
+def blank(answer: str) -> bool:
+    """True when an answer states no value: nothing, spaces, punctuation or empty groups only
+    (``\\boxed{}``, ``{\\ }``, ``{{}}``, ``{-}``, ``{.}``, ``{\\quad}``, ``{\\ldots}``, ``{?}``).
+
+    why: such a box is no commitment; as an answer it would vote and could earn a reward
+    (two blanks agree on the key). A value has a letter or a digit (``x``, ``\\infty``, ``7``).
+    """
+    s = clean(answer)
+    return not _EMPTY_SET.match(s.replace(" ", "")) and not _VALUE_CHAR.search(_NO_VALUE.sub("", s))
 
 
 def value_part(s: str) -> str:

@@ -3,7 +3,8 @@
 why a pool: math-verify's own timeouts use ``signal.alarm``, which raises off the main thread
 and cannot stop a long C call (``10^{10^{10}}``). Here each check runs in a worker process
 (spawned, never forked: no copy of a CUDA parent) under pebble's per-task timeout; a worker
-that misses it is killed and replaced by pebble, and the call answers False. The caller
+that misses it is killed and replaced by pebble, and the call answers False. A task still
+queued when its caller gave up returns at once when a worker takes it. The caller
 never waits past its deadline; only the pool's one-time start (importing sympy, ~1-3 s,
 `WORKER_STARTUP_S` at most) is not counted. If no worker can start, checks run in-process
 (guarded against pathological inputs, without a hard deadline) and a warning says so.
@@ -71,6 +72,14 @@ def sympy_equiv(pred: str, gold: str) -> bool:
         return bool(verify(list(gs), list(ps), timeout_seconds=None, allow_set_relation_comp=True))
     except Exception:
         return False
+
+
+def _verdict_before(expires: float, pred: str, gold: str) -> bool | None:
+    """In a worker: `sympy_equiv`, or None at once when the caller's deadline (wall clock: the
+    same on both sides of the pool) passed while the task waited in the queue."""
+    if time.time() >= expires:
+        return None
+    return sympy_equiv(pred, gold)
 
 
 def _constants_equal(p, g, pred: str, gold: str) -> bool | None:
@@ -149,14 +158,21 @@ class SymbolicPool:
                     "(guarded against pathological inputs, but without a hard deadline)"
                 )
             else:
-                future = pool.schedule(sympy_equiv, (pred, gold), timeout=deadline.left())
+                left = deadline.left()
+                future = pool.schedule(_verdict_before, (time.time() + left, pred, gold), timeout=left)
                 try:
-                    return bool(future.result(timeout=deadline.left()))
+                    verdict = future.result(timeout=deadline.left())
                 except (FutureTimeout, Timeout) as e:  # pebble kills a worker that overruns
-                    future.cancel()
+                    # why no future.cancel(): pebble answers a cancelled task that a worker has
+                    # taken by killing and respawning that worker (seconds: sympy's import), so a
+                    # burst of timeouts queued that many respawns and every later check timed out
+                    # for minutes; a task left alone costs nothing once stale (`_verdict_before`).
                     raise Timeout from e
                 except Exception as e:  # a worker that died: the pool replaces it
                     raise Timeout from e
+                if verdict is None:
+                    raise Timeout
+                return verdict
         return sympy_equiv(pred, gold)
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape  # help texts are rich markup: "corl[vllm]" would lose "[vllm]"
 
 
 def register(app: typer.Typer) -> None:
@@ -57,7 +58,7 @@ def diversity(
     answer_field: str = typer.Option("answer", help="Dataset field holding the reference answer."),
     batch_size: int = typer.Option(32, help="Prompts per generate call."),
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:1, ..."),
-    engine: str = typer.Option("hf", help="Rollout engine: hf (any device) or vllm (pip install corl[vllm])."),
+    engine: str = typer.Option("hf", help=escape("Rollout engine: hf (any device) or vllm (pip install corl[vllm]).")),
     out: Path = typer.Option(Path("runs/diversity"), "--out", help="Folder for diversity.json and kappa_heatmap.png."),
     cache: Path | None = typer.Option(None, "--cache", help="Folder of cached samples (default OUT/cache)."),
     refresh: bool = typer.Option(False, "--refresh", help="Sample again even where a cached sample matches."),
@@ -89,7 +90,7 @@ def diversity(
         with redirect, _progress(err) as progress:
             result = run_study(names, settings, out, cache, seed_pairs, anchor, refresh, progress)
     except (ValueError, OSError) as e:  # bad models / data / anchor, unreachable model: the message says what
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     if as_json:
         sys.stdout.write(json.dumps(result.report, ensure_ascii=False, allow_nan=False) + "\n")
@@ -157,6 +158,6 @@ def _print_report(console, result) -> None:
         console.print(f"Pearson r(kappa, c) over {corr['pairs']} pairs: {shown} (paper: -0.98; they are one measurement)")
     for note in report.get("notes", []):
         console.print(f"note: {note}", style="yellow")
-    console.print(f"[bold]recommendation:[/bold] {report['recommendation']}")
+    console.print(f"[bold]recommendation:[/bold] {escape(str(report['recommendation']))}")
     console.print(f"reference: {report['reference']}", style="dim")
     console.print(f"wrote {result.json_path} and {result.heatmap_path}", style="dim")

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape  # help texts are rich markup: "corl[vllm]" would lose "[vllm]"
 
 from corl.config import DEFAULT_INSTRUCTION
 
@@ -38,7 +39,9 @@ def evaluate(
     group_by: str | None = typer.Option(None, help="math: also report accuracy per value of this field (e.g. level, type)."),
     batch_prompts: int = typer.Option(32, min=1, help="Prompts per generate call."),
     seed: int = 0,
-    engine_name: str = typer.Option("hf", "--engine", help="Rollout engine: hf (any device) or vllm (pip install corl[vllm])."),
+    engine_name: str = typer.Option(
+        "hf", "--engine", help=escape("Rollout engine: hf (any device) or vllm (pip install corl[vllm]).")
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
     task: str = typer.Option("math", "--task", help="math (final answers) or code (programs run against the tests)."),
     style: str | None = typer.Option(
@@ -71,13 +74,13 @@ def evaluate(
         err.print("[red]error:[/red] give --data FILE (or --suite NAME for a benchmark suite)")
         raise typer.Exit(2)
     if task not in ("math", "code"):
-        err.print(f"[red]error:[/red] --task must be math or code, got {task!r}")
+        err.print(f"[red]error:[/red] --task must be math or code, got {escape(repr(task))}")
         raise typer.Exit(2)
     if extract not in EXTRACTION_MODES:
-        err.print(f"[red]error:[/red] --extract must be one of {', '.join(EXTRACTION_MODES)}, got {extract!r}")
+        err.print(f"[red]error:[/red] --extract must be one of {', '.join(EXTRACTION_MODES)}, got {escape(repr(extract))}")
         raise typer.Exit(2)
     if style is not None and style not in CODE_STYLES:
-        err.print(f"[red]error:[/red] --style must be one of {', '.join(CODE_STYLES)}, got {style!r}")
+        err.print(f"[red]error:[/red] --style must be one of {', '.join(CODE_STYLES)}, got {escape(repr(style))}")
         raise typer.Exit(2)
     common = dict(
         models=models, data=data, split=split, n=n, k=k, temperature=temperature, max_new_tokens=max_new_tokens,
@@ -155,7 +158,7 @@ def _evaluate_math(
             rows, data, [prompt_field], answer_field=answer_field, input_fields=(OPTIONS_INPUT,), image_field=IMAGES_INPUT
         )
     except DataError as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     gold = [gold_by_id[p.id] for p in problems]
     options = [p.inputs.get(OPTIONS_INPUT) for p in problems]  # multiple choice: the answer is the picked letter
@@ -207,10 +210,10 @@ def _code_rows(data: str, split: str, n: int | None, style: str | None, chat: bo
         rows = load_rows(data, split)[:n]
         few = shot_rows(shots, shots) if shots else []
     except DataError as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     if not rows:
-        err.print(f"[red]error:[/red] dataset {data!r} has no rows")
+        err.print(f"[red]error:[/red] dataset {escape(repr(data))} has no rows")
         raise typer.Exit(2)
     kinds = ["humaneval" if is_humaneval(r) else "mbpp" if is_mbpp(r) else None for r in rows]
     for i, kind in enumerate(kinds):
@@ -218,11 +221,13 @@ def _code_rows(data: str, split: str, n: int | None, style: str | None, chat: bo
             what = "not a HumanEval (prompt, test, entry_point) or MBPP (text, code, test_list) row" if kind is None else (
                 f"a {kind} row among {kinds[0]} rows"
             )  # fmt: skip
-            err.print(f"[red]error:[/red] dataset {data!r} row {i}: {what}")
+            err.print(f"[red]error:[/red] dataset {escape(repr(data))} row {i}: {escape(str(what))}")
             raise typer.Exit(2)
     style = style or (kinds[0] + ("_instruct" if chat else ""))
     if not style.startswith(kinds[0]):
-        err.print(f"[red]error:[/red] --style {style} does not fit {data!r}: its rows are {kinds[0]} rows")
+        err.print(
+            f"[red]error:[/red] --style {escape(str(style))} does not fit {escape(repr(data))}: its rows are {kinds[0]} rows"
+        )
         raise typer.Exit(2)
     if few and style != "mbpp" and style != "mbpp_instruct":
         err.print("[red]error:[/red] --shots is for the mbpp styles")
@@ -265,7 +270,7 @@ def _evaluate_code(
                 try:
                     prompts = [_code_prompt(r, style, few, tok) for r in rows]
                 except ValueError as e:
-                    err.print(f"[red]error:[/red] {name}: {e}")
+                    err.print(f"[red]error:[/red] {escape(str(name))}: {escape(str(e))}")
                     raise typer.Exit(2) from None
                 greedy_texts, texts, lengths = _greedy_and_sampled(
                     engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape  # messages carry user text: "corl[vllm]", "runs[best]" are no markup
 
 
 def quickstart(
@@ -66,7 +67,7 @@ def quickstart(
         opts = vision_defaults(opts)
     unknown = [m for m in opts.methods if m not in METHODS]
     if unknown:
-        console.print(f"[red]error:[/red] unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+        console.print(f"[red]error:[/red] unknown method(s) {escape(', '.join(unknown))}; choose from {', '.join(METHODS)}")
         raise typer.Exit(2)
     if len(opts.families) < 2 and any(m.startswith("co-rl") and m != "co-rl-same-family" for m in opts.methods):
         console.print("[red]error:[/red] co-rl needs at least 2 families")

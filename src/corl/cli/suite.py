@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape  # messages carry user text: "corl[vllm]", "runs[best]" are no markup
 
 SUITE_HELP = "A suite (paper-text, math, code) or benchmark names joined by commas (amc23,humaneval)."
 
@@ -65,7 +66,7 @@ def suite_command(
             if b.name in overrides and b.data.startswith("/") and not Path(b.data).is_file():
                 raise ProtocolError(f"--data {b.name}={overrides[b.name]}: file {b.data} not found")
     except ValueError as e:  # ProtocolError, ConfigError (a missing checkpoint)
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     outcome = run_suite(
         suite,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape  # messages carry user text: "corl[vllm]", "runs[best]" are no markup
 
 
 def train(
@@ -37,7 +38,7 @@ def train(
     try:
         cfg = load_config(config, set_)
     except ConfigError as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
@@ -53,13 +54,13 @@ def train(
         check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
     except (DataError, FileNotFoundError, ConfigError) as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
     except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(1) from None
     except Preempted as err:  # SIGTERM: a checkpoint was saved; 143 tells a scheduler it may requeue
-        console.print(f"[yellow]corl:[/yellow] {err}")
+        console.print(f"[yellow]corl:[/yellow] {escape(str(err))}")
         raise typer.Exit(Preempted.exit_code) from None
     except PeerFailure:  # torchrun: the rank has printed which peer failed and written RUN_DIR/failure.json
         raise typer.Exit(1) from None

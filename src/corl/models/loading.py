@@ -40,11 +40,24 @@ def _offline() -> bool:
     return any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
+HUB_PROBE_TIMEOUT_S = 10.0  # one metadata request; the hub client's download retries take ~30 s
+
+
 def check_model_source(model: str, where: str) -> None:
-    """Fail in milliseconds, before anything loads, on a model that cannot be found: a local
-    path must exist and hold a Hugging Face checkpoint; with HF_HUB_OFFLINE a hub id must
-    already be in the cache (otherwise from_pretrained fails after long retries, deep in a
-    stack, naming no agent). `where` names the option and agent ("agents.1.model (agent 'b')")."""
+    """Fail in seconds, before anything loads, on a model that cannot be found, naming the
+    option (`where`: "agents.1.model (agent 'b')"); from_pretrained would fail after long hub
+    retries, deep in a stack, blaming the network and naming no agent.
+
+    The rule, since a relative folder "ckpt/run" and a hub id "org/name" read the same:
+    - `tiny:` / `tiny-vl:` names are built on use;
+    - an existing path must be a Hugging Face model folder (config.json);
+    - a path that cannot be a hub id (starting with ./ ../ ~ /, with a backslash or more than
+      one slash), or whose first part is a folder here ("ckpt" of "ckpt/missing") and that
+      is no cached hub model, is a missing folder: refused, naming what part of it exists;
+    - a name that is no valid hub id is refused;
+    - a hub id must be in the local cache, or (not HF_HUB_OFFLINE) known to the hub: one
+      metadata request with a short timeout; "not found" or "unreachable" is refused here.
+    """
     from corl.config import ConfigError
 
     if model.startswith((TINY_PREFIX, TINY_VL_PREFIX)):
@@ -54,17 +67,79 @@ def check_model_source(model: str, where: str) -> None:
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ConfigError(f"{where}: {model!r} is not a Hugging Face model folder (no config.json in it)")
         return
-    # A hub id is "name" or "org/name"; anything else that does not exist is a missing folder.
-    if model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model:
-        raise ConfigError(f"{where}: model folder {model!r} not found; check the path (relative paths start from {os.getcwd()})")
+    missing = f"{where}: model folder {model!r} not found ({_nearest(path)}); check the path"
+    if _only_a_path(model):
+        raise ConfigError(missing)
+    problem = _invalid_repo_id(model)
+    # "ckpt/missing" with a folder ckpt here is a path, unless a hub model of that name is cached
+    here = "/" in model and Path(model.split("/")[0]).expanduser().is_dir()
+    if here and (problem or not _cached(model)):
+        raise ConfigError(missing)
+    if problem:
+        raise ConfigError(f"{where}: {model!r} is neither a folder ({_nearest(path)}) nor a Hugging Face hub id ({problem})")
+    if _cached(model):
+        return
     if _offline():
-        from huggingface_hub import try_to_load_from_cache
+        raise ConfigError(
+            f"{where}: {model!r} is neither a local folder nor in the Hugging Face cache, and HF_HUB_OFFLINE is set: "
+            "download it first (huggingface-cli download), give a local path, or unset HF_HUB_OFFLINE"
+        )
+    _probe_hub(model, where, path)
 
-        if not isinstance(try_to_load_from_cache(model, "config.json"), str):
-            raise ConfigError(
-                f"{where}: {model!r} is neither a local folder nor in the Hugging Face cache, and HF_HUB_OFFLINE is set: "
-                "download it first (huggingface-cli download), give a local path, or unset HF_HUB_OFFLINE"
-            )
+
+def _only_a_path(model: str) -> bool:
+    """A name that only a path can be: the hub's ids are "name" or "org/name"."""
+    return model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model or (os.sep != "/" and os.sep in model)
+
+
+def _cached(model: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(model, "config.json"), str)
+
+
+def _nearest(path: Path) -> str:
+    """Where a missing path stops existing, for the error: the user sees which part is wrong."""
+    full = Path(os.path.abspath(path))
+    parent = next(p for p in full.parents if p.is_dir())  # the root at worst
+    return f"{str(parent)!r} has no {full.relative_to(parent).parts[0]!r}"
+
+
+def _invalid_repo_id(model: str) -> str | None:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(model)
+    except HFValidationError as e:
+        return str(e).split("\n")[0]
+    return None
+
+
+def _probe_hub(model: str, where: str, path: Path) -> None:
+    """One metadata request: a missing repository or an unreachable hub is said now, by name."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    from corl.config import ConfigError
+
+    not_here = f"{model!r} is not a local folder ({_nearest(path)})"
+    try:
+        HfApi().model_info(model, timeout=HUB_PROBE_TIMEOUT_S)
+    except GatedRepoError:
+        return  # it exists; the token decides when it loads
+    except RepositoryNotFoundError:
+        raise ConfigError(
+            f"{where}: {not_here} and the Hugging Face hub has no model {model!r} (or it is private: log in with "
+            "`hf auth login`); check the path or the id"
+        ) from None
+    except HfHubHTTPError:
+        return  # the hub answered with another error: loading will report it
+    except Exception as e:  # why: no connection, DNS, timeout (the HTTP client's own error types)
+        raise ConfigError(
+            f"{where}: {not_here}, and the Hugging Face hub could not be reached to look it up "
+            f"({type(e).__name__}: {e}): check the path, or the network, or download the model first "
+            "and set HF_HUB_OFFLINE=1"
+        ) from None
 
 
 def resolve_device(device: str = "auto") -> torch.device:

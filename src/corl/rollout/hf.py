@@ -69,7 +69,9 @@ def _generation_config(
         # the recorder runs after them; transformers adds its warpers after custom processors.
         temperature=1.0,
         top_p=1.0,
-        top_k=0,  # no hidden top-k (the library default is 50)
+        # no hidden top-k when sampling (the library default is 50); greedy has no top-k to set,
+        # and a sampling flag on a greedy config is what transformers warns about
+        top_k=None if greedy else 0,
         min_p=None,
         typical_p=1.0,
         epsilon_cutoff=0.0,
