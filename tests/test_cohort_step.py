@@ -24,11 +24,13 @@ from corl.rollout import Rollout, SyncStats, completion_mask_from, register_engi
 SCRIPT: dict[int, dict[str, list[str]]] = {}
 ENGINES: list[ScriptedEngine] = []
 UPDATES = [0]  # optimizer steps taken by the whole cohort (every engine sees the same count)
+METRICS: dict[str, float] = {}  # the metrics of run_one_step's step
 
 
 @register_engine("scripted")
 class ScriptedEngine:
-    """Writes `\\boxed{answer}` completions from SCRIPT; after any update, `\\boxed{9}`."""
+    """Writes `\\boxed{answer}` completions from SCRIPT; after any update, `\\boxed{9}`.
+    An answer written "5/" is cut at the token budget: `\\boxed{5}` without EOS (truncated)."""
 
     def __init__(self, model, tokenizer):
         self.index = len(ENGINES)  # agents build their engines in order
@@ -41,15 +43,16 @@ class ScriptedEngine:
         return cls(model, tokenizer)
 
     def generate(self, prompts, num_samples, params) -> Rollout:
-        texts = []
+        texts, cut = [], []
         for prompt in prompts:
             answers = SCRIPT[self.index][prompt.strip()] if UPDATES[0] == 0 else ["9"] * num_samples
             assert len(answers) == num_samples
-            texts += [f"\\boxed{{{a}}}" for a in answers]
+            texts += [f"\\boxed{{{a.rstrip('/')}}}" for a in answers]
+            cut += [a.endswith("/") for a in answers]
         tok = self.tokenizer
         tok.padding_side = "left"
         prompt_ids = tok([p for p in prompts for _ in range(num_samples)], return_tensors="pt", padding=True)
-        completions = [tok(t, add_special_tokens=False)["input_ids"] + [self.eos] for t in texts]
+        completions = [tok(t, add_special_tokens=False)["input_ids"] + [self.eos] * (not c) for t, c in zip(texts, cut)]
         width = max(len(c) for c in completions)
         ids = torch.tensor([c + [tok.pad_token_id] * (width - len(c)) for c in completions])  # [N, C]
         mask = completion_mask_from(ids, [self.eos])
@@ -75,8 +78,9 @@ class ScriptedEngine:
     def close(self) -> None: ...
 
 
-def run_one_step(tmp_path: Path, tiny_models, script: dict[int, dict[str, list[str]]], k: int, label_source="peer"):
-    """Rewards [N, B, K] that each agent's update was given in step 0, in the file's problem order."""
+def run_one_step(tmp_path: Path, tiny_models, script: dict[int, dict[str, list[str]]], k: int, label_source="peer", **cohort):
+    """Rewards [N, B, K] that each agent's update was given in step 0, in the file's problem order
+    (the step's metrics go to METRICS)."""
     SCRIPT.clear()
     SCRIPT.update(script)
     ENGINES.clear()
@@ -86,17 +90,18 @@ def run_one_step(tmp_path: Path, tiny_models, script: dict[int, dict[str, list[s
     data.write_text("".join(json.dumps({"id": p, "problem": p, "answer": "0"}) + "\n" for p in problems))
     raw = tiny_config(tmp_path, tiny_models, {"train": data, "test": data}, agents=len(script))
     raw["rollout"] = {"engine": "scripted"}
-    raw["cohort"].update(prompts_per_step=len(problems), samples_per_prompt=k, label_source=label_source)
+    raw["cohort"].update(prompts_per_step=len(problems), samples_per_prompt=k, label_source=label_source, **cohort)
     trainer = CohortTrainer(validate_config(raw), tmp_path / "run")
     seen: dict[int, torch.Tensor] = {}
     for n, agent in trainer.agents.items():
 
-        def spy(rollout, rewards, params, n=n, update=agent.update):
+        def spy(rollout, rewards, params, n=n, update=agent.update, **options):
             seen[n] = rewards.clone()  # [B, K] in the order the step drew its batch
-            return update(rollout, rewards, params)
+            return update(rollout, rewards, params, **options)
 
         agent.update = spy
-    trainer.step(0)
+    METRICS.clear()
+    METRICS.update(trainer.step(0))
     drawn = batch_indices(0, len(problems), len(problems), raw["cohort"]["seed"])  # file row of each batch position
     rows = [drawn.index(i) for i in range(len(problems))]
     return torch.stack([seen[n][rows] for n in range(len(script))])
@@ -146,3 +151,17 @@ def test_self_labels_through_the_same_loop(tmp_path, tiny_models):
     assert torch.equal(rewards[0], torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
     assert torch.equal(rewards[1], torch.ones(2, 3))
     assert UPDATES[0] == 1  # agent 1's rewards are all 1: no signal, no optimizer step
+
+
+def test_a_truncated_completion_neither_earns_nor_enters_the_loss(tmp_path, tiny_models):
+    # agent 1's majority on "1+1=?" is 2: agent 0's label. Agent 0's third completion writes \boxed{2}
+    # but is cut at the budget: under drop (the default) it has no answer (reward 0, as "1" earns) and is
+    # left out of the loss (masked_sequences); under keep its \boxed{2} counts (reward 1) and it trains.
+    script = {0: {"1+1=?": ["1", "2", "2/"]}, 1: {"1+1=?": ["2", "2", "1"]}}
+    rewards = run_one_step(tmp_path, tiny_models, script, k=3)
+    assert rewards[0].tolist() == [[0.0, 1.0, 0.0]]
+    assert METRICS["agent0/masked_sequences"] == 1.0 and METRICS["agent1/masked_sequences"] == 0.0
+    (tmp_path / "keep").mkdir()
+    rewards = run_one_step(tmp_path / "keep", tiny_models, script, k=3, truncated_answers="keep")
+    assert rewards[0].tolist() == [[0.0, 1.0, 1.0]]
+    assert METRICS["agent0/masked_sequences"] == 0.0

@@ -45,7 +45,14 @@ def test_overrides_set_nested_and_list_values(tmp_path):
         ),
         ("grpo.loss_aggregation=mean", "grpo.loss_aggregation"),
         ("grpo.betta=0.1", "grpo.betta: unknown key"),
-        ("agents.0.lr=-1", "agents.0.lr: Input should be greater than 0"),
+        ("agents.0.lr=-1", "agents.0.lr: must be a number with 0 < lr <= 1"),
+        # AdamW's float32 step size overflows above ~3e37 (a traceback deep in torch before this check)
+        ("agents.0.lr=1.0e+38", "agents.0.lr: must be a number with 0 < lr <= 1: AdamW moves every weight by about lr"),
+        ("agents.1.lr=1000", "agents.1.lr: must be a number with 0 < lr <= 1"),
+        ("agents.0.lr=.nan", "agents.0.lr: must be a number with 0 < lr <= 1"),
+        ("agents.0.lr=.inf", "agents.0.lr: must be a number with 0 < lr <= 1"),
+        ("agents.0.lr=0", "agents.0.lr: must be a number with 0 < lr <= 1"),
+        ("rollout.dtype=fp8", "rollout.dtype: Input should be 'auto', 'float32', 'bfloat16' or 'float16'"),
         ("cohort.top_p=1.5", "cohort.top_p"),
     ],
 )

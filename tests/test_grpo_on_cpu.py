@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, kl_k3, token_logprobs
+from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, importance_weights, kl_k3, token_logprobs
 
 
 def test_group_advantages_by_hand():
@@ -65,15 +65,60 @@ def test_kl_k3_by_hand():
 def test_loss_aggregations_by_hand():
     per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])
     mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
-    # grpo: per-sequence means 2 and 4 -> 3
+    # grpo (TRL loss_type "grpo"): per-sequence means 2 and 4 -> 3
     assert aggregate_loss(per_token, mask, "grpo").item() == pytest.approx(3.0)
-    # bnpo: (1+2+3+4) / 4 tokens = 2.5
-    assert aggregate_loss(per_token, mask, "bnpo").item() == pytest.approx(2.5)
-    # dr_grpo: 10 / (2 sequences * 3 max tokens) = 1.6667; with budget 5: 10 / 10 = 1
+    # dapo (TRL "dapo": every token's loss over the batch's token count): (1+2+3+4) / 4 tokens = 2.5
+    assert aggregate_loss(per_token, mask, "dapo").item() == pytest.approx(2.5)
+    # dr_grpo (TRL "dr_grpo"): 10 / (2 sequences * 3 max tokens) = 1.6667; with budget 5: 10 / 10 = 1
     assert aggregate_loss(per_token, mask, "dr_grpo").item() == pytest.approx(10 / 6)
     assert aggregate_loss(per_token, mask, "dr_grpo", max_tokens=5).item() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="loss aggregation"):
         aggregate_loss(per_token, mask, "nope")
+
+
+def test_bnpo_is_dapo_by_another_name_in_the_function_and_the_config():
+    from corl.config import GRPOConfig
+
+    per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    # the same 2.5 as dapo: (1 + 2 + 3 + 4) / 4
+    assert aggregate_loss(per_token, mask, "bnpo").item() == pytest.approx(2.5)
+    assert GRPOConfig(loss_aggregation="bnpo").loss_aggregation == "dapo"
+    assert GRPOConfig(loss_aggregation="dapo").loss_aggregation == "dapo"
+
+
+def test_a_sequence_left_out_of_the_mask_by_aggregation():
+    """A masked sequence (cohort.truncated_answers: drop) as TRL's mask_truncated_completions
+    treats it: no tokens, but still one of the N sequences for grpo's and dr_grpo's divisor."""
+    per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0], [5.0, 5.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])  # row 2 masked out
+    # grpo: sequence means 2, 4, 0 (0 / max(0, 1)) over 3 sequences -> 2
+    assert aggregate_loss(per_token, mask, "grpo").item() == pytest.approx(2.0)
+    # dapo: 10 / 4 kept tokens = 2.5 (the masked row's tokens are not counted)
+    assert aggregate_loss(per_token, mask, "dapo").item() == pytest.approx(2.5)
+    # dr_grpo: 10 / (3 sequences * budget 4) = 0.8333
+    assert aggregate_loss(per_token, mask, "dr_grpo", max_tokens=4).item() == pytest.approx(10 / 12)
+
+
+def test_importance_weights_by_hand():
+    # trainer vs sampler log-ratios per token: row 0 [ln 2, ln 2] (ratios 2, 2), row 1 [ln 4, ln 0.5]
+    # (ratios 4, 0.5), row 2 [ln 1.5, padding]; cap 3
+    log = math.log
+    old = torch.tensor([[log(2.0), log(2.0)], [log(4.0), log(0.5)], [log(1.5), 7.0]])
+    sampled = torch.zeros(3, 2)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+
+    def check(mode: str, expected: list) -> None:
+        torch.testing.assert_close(importance_weights(old, sampled, mask, mode, cap=3.0), torch.tensor(expected))
+
+    # token_truncate: min(w_t, 3); padding has log-ratio 0 -> 1
+    check("token_truncate", [[2.0, 2.0], [3.0, 0.5], [1.5, 1.0]])
+    # token_mask: w_t where <= 3, else 0
+    check("token_mask", [[2.0, 2.0], [0.0, 0.5], [1.5, 1.0]])
+    # sequence_mask (TRL's / verl's): the sequence ratio W = prod_t w_t on every token where W <= 3, else 0:
+    # row 0: W = 2 * 2 = 4 > 3 -> 0; row 1: W = 4 * 0.5 = 2 -> 2; row 2: W = 1.5 -> 1.5
+    check("sequence_mask", [[0.0, 0.0], [2.0, 2.0], [1.5, 1.5]])
+    check("off", [[1.0, 1.0]] * 3)
 
 
 def test_token_logprobs_with_temperature():

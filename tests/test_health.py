@@ -4,6 +4,7 @@ refused naming the agent, and a collapsing run says so in its metrics and on the
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -138,3 +139,52 @@ def test_the_collapse_monitor_counts_consecutive_steps_and_warns_once(capfd):
     err = capfd.readouterr().err
     assert err.count("every label was '7' for 2 consecutive steps") == 1
     assert err.count("no completion had an answer for 2 consecutive steps") == 1
+
+
+# -- a diverging update, as a user meets it ---------------------------------------------------------
+
+
+def _corl_train(tmp_path, raw: dict, *overrides: str):
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    sets = [arg for o in overrides for arg in ("--set", o)]
+    return subprocess.run(
+        [sys.executable, "-m", "corl", "train", str(config), *sets], cwd=tmp_path, capture_output=True, text=True, timeout=900
+    )
+
+
+def test_a_diverging_update_stops_the_run_and_a_normal_one_does_not(tmp_path, tiny_models, tiny_data):
+    """lr 1 (allowed: at most 1) multiplies the tiny models' weight norm ~13x in one AdamW step:
+    the run stops with exit 1 naming the agent, its lr and the step, instead of ending "done"
+    with wrecked weights. The same run at the tests' lr (1e-3) keeps the ratio within 1%."""
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 2}, logging={"tensorboard": False})
+    raw["data"].pop("val")
+    normal = _corl_train(tmp_path, raw, "output_dir=normal")
+    assert normal.returncode == 0, normal.stderr[-3000:]
+    records = read_metrics(tmp_path / "normal", "train")
+    assert sum(r["agent0/optimizer_steps"] + r["agent1/optimizer_steps"] for r in records) >= 1  # something stepped
+    ratios = [r[f"{a}/weight_norm_ratio"] for r in records for a in ("agent0", "agent1")]
+    assert all(0.99 < x < 1.01 for x in ratios), ratios
+
+    wrecked = _corl_train(tmp_path, raw, "output_dir=wrecked", "agents.0.lr=1.0", "agents.1.lr=1.0")
+    assert wrecked.returncode == 1, wrecked.stderr[-3000:]
+    assert "Traceback" not in wrecked.stderr
+    said = " ".join(wrecked.stderr.split())  # the console wraps long lines
+    assert re.search(
+        r"step 0: agent 'agent\d' \(agents\.\d\.lr 1\): the update diverged: it multiplied the norm of the weights by "
+        r"\d+(\.\d+)? \(from [\d.]+ to [\d.]+; health\.max_weight_norm_ratio is 1\.5\)\. Lower this agent's lr",
+        said,
+    ), said
+
+
+def test_an_lr_that_overflows_adamw_is_a_config_error(tmp_path, tiny_models, tiny_data):
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, logging={"tensorboard": False})
+    result = _corl_train(tmp_path, raw, "agents.0.lr=1.0e+38")
+    assert result.returncode == 2, result.stderr[-3000:]
+    said = " ".join(result.stderr.split())
+    assert "agents.0.lr: must be a number with 0 < lr <= 1" in said and "Traceback" not in said

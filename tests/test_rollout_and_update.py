@@ -198,3 +198,29 @@ def test_length_buckets_and_chunked_head_keep_the_full_batch_step(tiny_models, m
     # active lengths sorted, in minibatches of 3: 2 2 3 | 4 5 6 | 7 8 -> each trimmed to 3, 6, 8
     # (the model's input stops before the last completion token: P + width - 1 columns)
     assert widths == [r.prompt_length + w - 1 for w in (3, 6, 8)]
+
+
+class _Broken(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("decode", ["compact", "generate"])
+@pytest.mark.parametrize("training", [True, False])
+def test_an_error_while_sampling_leaves_the_models_mode_as_it_was(tiny_models, decode, training):
+    """The engine samples in eval mode and gives the model its mode back, also when a forward fails."""
+    model, tok = load_policy(str(tiny_models["llama-char"]))
+    engine = HFGenerateEngine(model, tok, decode=decode)
+    model.train(training)
+    calls = []
+
+    def fail_on_the_third_forward(module, args):  # a fault in the middle of decoding (an OOM, say)
+        calls.append(module.training)
+        if len(calls) == 3:
+            raise _Broken("forward failed")
+
+    handle = model.register_forward_pre_hook(fail_on_the_third_forward)
+    with pytest.raises(_Broken):
+        engine.generate(PROMPTS, 2, SamplingParams(temperature=1.0, max_new_tokens=8))
+    handle.remove()
+    assert calls == [False] * 3  # it sampled in eval mode
+    assert model.training is training

@@ -6,6 +6,7 @@ crosses between them is the answers table (see `corl.cohort`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import math
@@ -24,6 +25,7 @@ from corl.grpo import (
     policy_loss,
     token_logprobs,
 )
+from corl.health import weight_norm
 from corl.models import prepare_frozen, prepare_model, save_policy
 from corl.parallel import DataParallel
 from corl.rollout import Rollout, SamplingParams, SyncStats, build_engine
@@ -59,7 +61,8 @@ def _forward_inputs(rollout: Rollout, rows: torch.Tensor, width: int) -> dict[st
     attention_mask = rollout.attention_mask[rows, :end]
     # Left padding shifts positions; count them from the first real token, as generate does.
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
+    # use_cache=False: a scoring forward never decodes further, so a KV cache would be held for nothing
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids, "use_cache": False}
 
 
 def _root(model):
@@ -174,9 +177,12 @@ class UpdateStats:
     grad_norm: float = 0.0
     optimizer_steps: int = 0
     active_sequences: int = 0  # sequences with non-zero advantage (the rest carry no gradient)
+    masked_sequences: int = 0  # sequences left out of the loss (truncated ones under cohort.truncated_answers: drop)
     sync: SyncStats = field(default_factory=SyncStats)  # pushing the new weights to the rollout engine
     mismatch: dict = field(default_factory=dict)  # sampler vs trainer log-ratio statistics (grpo.mismatch_stats)
     skipped_nonfinite: bool = False  # a pass's loss or gradient was NaN/inf: its optimizer step was skipped
+    weight_norm: float = 0.0  # L2 norm of all the model's weights after the update
+    weight_norm_ratio: float = 1.0  # that norm over the norm before the update (health.max_weight_norm_ratio)
 
     def as_dict(self) -> dict[str, float]:
         out = {
@@ -186,9 +192,12 @@ class UpdateStats:
             "grad_norm": self.grad_norm,
             "optimizer_steps": self.optimizer_steps,
             "active_sequences": self.active_sequences,
+            "masked_sequences": self.masked_sequences,
             "sync_s": self.sync.seconds,
             "sync_bytes": self.sync.bytes,
             "skipped_nonfinite": float(self.skipped_nonfinite),
+            "weight_norm": self.weight_norm,
+            "weight_norm_ratio": self.weight_norm_ratio,
         }
         out.update({f"mismatch_{k}": v for k, v in self.mismatch.items()})
         return out
@@ -311,9 +320,16 @@ class Agent:
                     out.append(reward_fn(logits, mask[rows[i : i + step]]))
         return torch.cat(out).view(-1, rollout.num_samples).cpu()
 
-    def update(self, rollout: Rollout, rewards: torch.Tensor, params: SamplingParams) -> UpdateStats:
+    def update(
+        self, rollout: Rollout, rewards: torch.Tensor, params: SamplingParams, exclude: torch.Tensor | None = None
+    ) -> UpdateStats:
         """One GRPO update on this agent's own rollouts and rewards ([B, K]), then the new
         weights go to the rollout engine.
+
+        `exclude` ([N] bool) leaves sequences out of the loss (cohort.truncated_answers: drop),
+        as TRL's mask_truncated_completions: their tokens are masked (no loss, no KL, not counted
+        by dapo's token total), while their rewards still count in their group's advantages
+        and they still count as sequences for grpo's and dr_grpo's divisor.
 
         With data parallelism (`self.dp`: D ranks, each holding a shard of the batch) every
         rank scales its loss by the *whole* batch's sizes and the ranks' gradients are summed,
@@ -326,21 +342,25 @@ class Agent:
         temperature = params.temperature
         device = rollout.input_ids.device
         advantages = group_advantages(rewards, cfg.scale_rewards).flatten().to(device)  # [N]
-        mask = rollout.completion_mask.float()  # [N, C]
+        keep = torch.ones_like(advantages, dtype=torch.bool) if exclude is None else ~exclude.to(device)  # [N]
+        mask = rollout.completion_mask.float() * keep.unsqueeze(1)  # [N, C]
         # With beta = 0 a zero-advantage sequence contributes exactly zero loss and gradient,
         # so it is left out of the forward pass and the loss is rescaled to the full batch.
         # On CPU this often halves the cost of a step. With beta > 0 the KL term needs all.
-        active = torch.arange(advantages.shape[0], device=device) if cfg.beta > 0 else torch.nonzero(advantages != 0).flatten()
+        active = torch.nonzero(keep if cfg.beta > 0 else keep & (advantages != 0)).flatten()
         # minibatch_size bounds memory only: minibatches accumulate into one optimizer
         # step per pass, so the update is the same whatever its value.
         minibatch = cfg.minibatch_size or max(active.numel(), 1)
         # whole-batch sizes over the dp ranks (identity in a single process)
-        sizes = dp.sum(torch.tensor([advantages.shape[0], float(mask.sum()), active.numel()], dtype=torch.float64))
+        counts = [advantages.shape[0], float(mask.sum()), active.numel(), float((~keep).sum())]
+        sizes = dp.sum(torch.tensor(counts, dtype=torch.float64))
         minibatches = int(dp.max(torch.tensor([-(-active.numel() // minibatch)]))[0])  # per pass, the same on every rank
         n_total, n_active = int(sizes[0]), int(sizes[2])
         total_tokens = torch.tensor(float(sizes[1]), device=device).clamp(min=1.0)
-        stats = UpdateStats(active_sequences=n_active)
+        stats = UpdateStats(active_sequences=n_active, masked_sequences=int(sizes[3]))
+        norm_before = weight_norm(self.model)  # a collective under FSDP: every rank gets here
         if n_active == 0:  # the loss is identically zero on every rank: no optimizer step
+            stats.weight_norm = norm_before
             self._after_step(stats, stepped=False)
             return stats
 
@@ -352,15 +372,15 @@ class Agent:
             # step is unchanged (minibatches sum into one step), only the padding goes. A single
             # minibatch keeps its order: its loss then sums in the same order as before.
             active = active[torch.sort(lengths[active], stable=True).indices]
-        longest = max(int(lengths[active].max()), 1) if active.numel() else 1
-        old_logprobs = None  # [n_active, longest], rows in `active`'s order
-        if cfg.num_passes > 1:
-            with torch.no_grad(), self.generating():
-                old_logprobs = sequence_logprobs(self.model, rollout, active, temperature, longest) if active.numel() else None
+        batches = [active[i : i + minibatch] for i in range(0, active.numel(), minibatch)]  # rows of each minibatch
+        widths = [max(int(lengths[rows].max()), 1) for rows in batches]  # each minibatch's longest completion
+        # The policy before this update (for passes after the first) and the KL reference, scored
+        # minibatch by minibatch as the loss is: one batch-wide forward would hold every row's
+        # activations at once ([N, C, V] logits for a model the chunked head does not cover).
+        old_logprobs = self._frozen_logprobs(self.model, rollout, batches, widths, temperature) if cfg.num_passes > 1 else None
         ref_logprobs = None
         if self.reference is not None:
-            with torch.no_grad():
-                ref_logprobs = sequence_logprobs(self.reference, rollout, active, temperature, longest)
+            ref_logprobs = self._frozen_logprobs(self.reference, rollout, batches, widths, temperature, contextlib.nullcontext())
         # Only a sampler with its own copy of the weights (vLLM) needs the correction; HF
         # generate samples from the trained weights themselves.
         correct = rollout.separate_sampler and rollout.sampling_logprobs is not None and cfg.importance_sampling != "off"
@@ -370,19 +390,17 @@ class Agent:
         for pass_index in range(cfg.num_passes):
             self.optimizer.zero_grad(set_to_none=True)
             pass_loss, pass_clip, pass_kl = 0.0, 0.0, 0.0
-            for start in range(0, minibatches * minibatch, minibatch):
-                if start >= active.numel():
+            for i in range(minibatches):
+                if i >= len(batches):
                     # Under FSDP every forward/backward is a collective: a rank with fewer
                     # minibatches than its peers runs zero-weight ones to keep them paired.
                     if dp.fsdp:
                         row = torch.zeros(1, dtype=torch.long, device=device)
                         (sequence_logprobs(self.model, rollout, row, temperature).sum() * 0.0).backward()
                     continue
-                local = torch.arange(start, min(start + minibatch, active.numel()), device=device)
-                rows = active[local]
-                width = max(int(lengths[rows].max()), 1)  # this minibatch's longest completion
+                rows, width = batches[i], widths[i]
                 logprobs = sequence_logprobs(self.model, rollout, rows, temperature, width)  # [n, width]
-                old = old_logprobs[local, :width] if old_logprobs is not None else logprobs.detach()
+                old = old_logprobs[i] if old_logprobs is not None else logprobs.detach()
                 m = mask[rows, :width]
                 sampled = rollout.sampling_logprobs[rows, :width] if rollout.sampling_logprobs is not None else None
                 weights = None
@@ -402,7 +420,7 @@ class Agent:
                     aggregation=cfg.loss_aggregation,
                     max_tokens=params.max_new_tokens,
                     beta=cfg.beta,
-                    ref_logprobs=ref_logprobs[local, :width] if ref_logprobs is not None else None,
+                    ref_logprobs=ref_logprobs[i] if ref_logprobs is not None else None,
                     is_weights=weights,
                 )
                 loss = loss * self._batch_share(rows, m, n_total, total_tokens)
@@ -412,21 +430,17 @@ class Agent:
                 pass_kl += float((kl * m).sum() / total_tokens)
             dp.sum_gradients(self.model.parameters())
             norm = dp.clip_grad_norm(self.model.parameters(), cfg.max_grad_norm)
+            losses.append(pass_loss)
+            clips.append(pass_clip)
+            kls.append(pass_kl)
+            norms.append(norm)
             # A NaN/inf loss or gradient (a NaN reward, an overflow) would poison every weight:
             # skip the step (the norm is the summed gradient's, the same on every dp rank).
             if not math.isfinite(norm) or (dp.size == 1 and not math.isfinite(pass_loss)):
                 stats.skipped_nonfinite = True
                 self.optimizer.zero_grad(set_to_none=True)
-                losses.append(pass_loss)
-                clips.append(pass_clip)
-                kls.append(pass_kl)
-                norms.append(norm)
                 continue
             self.optimizer.step()
-            losses.append(pass_loss)
-            clips.append(pass_clip)
-            kls.append(pass_kl)
-            norms.append(norm)
             stats.optimizer_steps += 1
         if mismatch:
             stats.mismatch = mismatch_stats(*(torch.cat(parts) for parts in zip(*mismatch)))
@@ -436,8 +450,21 @@ class Agent:
         stats.clip_fraction = sum(clips) / len(clips)
         stats.kl = sum(kls) / len(kls)
         stats.grad_norm = sum(norms) / len(norms)
+        stats.weight_norm = weight_norm(self.model)
+        stats.weight_norm_ratio = stats.weight_norm / norm_before if norm_before > 0 else 1.0
         self._after_step(stats, stepped=stats.optimizer_steps > 0)
         return stats
+
+    def _frozen_logprobs(
+        self, model, rollout: Rollout, batches: list[torch.Tensor], widths: list[int], temperature: float, context=None
+    ) -> list[torch.Tensor]:
+        """Log-probs under `model` without autograd, one forward per minibatch: [n_i, widths[i]] each.
+
+        `context` wraps the forwards (default: `generating`, which gathers an FSDP-sharded
+        policy, so that each rank may run as many forwards as its own minibatches need).
+        """
+        with torch.no_grad(), context if context is not None else self.generating():
+            return [sequence_logprobs(model, rollout, rows, temperature, w) for rows, w in zip(batches, widths, strict=True)]
 
     def _after_step(self, stats: UpdateStats, stepped: bool) -> None:
         """The EMA teacher follows the policy; the rollout engines get the new weights."""
@@ -451,7 +478,7 @@ class Agent:
         self, rows: torch.Tensor, mask: torch.Tensor, n_total: int, total_tokens: torch.Tensor
     ) -> torch.Tensor | float:
         """Scale a minibatch loss so that it equals its part of the full-batch loss."""
-        if self.grpo.loss_aggregation == "bnpo":
+        if self.grpo.loss_aggregation == "dapo":  # the whole batch's token count divides every token's loss
             return mask.sum() / total_tokens
         return rows.numel() / n_total
 
@@ -465,6 +492,8 @@ class Agent:
         self.dp.load_optimizer_state(self.optimizer, state["optimizer"])
         if self.teacher is not None:
             self.teacher.load_state_dict(state["teacher"])
+            # its engine was built from the policy's weights (the teacher's copy before this load)
+            self.teacher_engine.sync_weights(self.teacher)
 
     def save(self, folder: Path) -> None:
         """Write this agent: a Hugging Face model folder (weights, tokenizer) plus trainer.pt,

@@ -47,10 +47,10 @@ from corl.checkpoint import (
     verify_checkpoint,
 )
 from corl.config import ConfigError, RunConfig, check_resume_config, dump_config, load_config
-from corl.data import OPTIONS_INPUT, AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
+from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
-from corl.evaluate import greedy_accuracy
-from corl.health import CollapseMonitor, HealthError, check_weights, nonfinite, stop_or_warn
+from corl.evaluate import greedy_completions
+from corl.health import CollapseMonitor, HealthError, check_weight_growth, check_weights, nonfinite, stop_or_warn
 from corl.labels import AnswersTable, build_label_source, label_source_spec
 from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_agent_policy, prepare_frozen, resolve_device
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
@@ -151,12 +151,15 @@ def load_eval_data(cfg: RunConfig) -> Dataset | None:
     """Validation problems, in the benchmark's own wording (data.prompt_field) for every agent."""
     if not cfg.data.val:
         return None
+    task = task_spec(cfg.data.task)
+    if task.grade is None:
+        raise ConfigError(f"data.val: task kind {task.name!r} has no grader to validate with; remove data.val")
     rows = load_rows(cfg.data.val, cfg.data.val_split)[: cfg.data.val_size]
-    inputs = task_spec(cfg.data.task).input_fields
+    inputs = task.input_fields
     problems, gold = build_problems(
         rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field
     )
-    if not gold:
+    if task.grades_answers and not gold:
         raise ValueError("data.val needs an answer column (data.answer_field) to measure accuracy")
     return Dataset(problems, gold, rows)
 
@@ -205,6 +208,7 @@ def build_agent(
         except (OSError, ValueError) as err:
             raise CheckpointError(f"agent {agent_cfg.name!r}: cannot resume its LoRA adapters: {err}") from err
         check_weights(agent.model, f"agent {agent_cfg.name!r}: adapters loaded from {str(adapters)!r}")
+        agent.engine.sync_weights(agent.model)  # a vLLM engine was built before: from the base with fresh adapters
     if weights and adapters is None and agent.reference is not None:
         # The KL anchor is the *initial* policy, not the resumed weights.
         reference = load_agent_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
@@ -391,12 +395,19 @@ class CohortTrainer:
                 )
 
         # 6. only now does any agent update, each on its own
-        updates = {n: agent.update(rollouts[n], rewards[n], self.params) for n, agent in self.agents.items()}
+        updates = {
+            n: agent.update(rollouts[n], rewards[n], self.params, exclude=self._loss_excluded(rollouts[n]))
+            for n, agent in self.agents.items()
+        }
         t_update = time.perf_counter()
         for n, agent in self.agents.items():
             if updates[n].skipped_nonfinite and not nonfinite(rewards[n]):
                 stop_or_warn(f"step {step}: agent {self.names[n]!r}: the loss or gradient norm was NaN/inf", stop)
             check_weights(agent.model, f"step {step}: agent {self.names[n]!r} after its update")
+            where = f"step {step}: agent {self.names[n]!r} (agents.{n}.lr {self.cfg.agents[n].lr:g})"
+            check_weight_growth(
+                updates[n].weight_norm, updates[n].weight_norm_ratio, self.cfg.health.max_weight_norm_ratio, where
+            )
 
         report = {
             n: AgentShard(positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
@@ -431,6 +442,12 @@ class CohortTrainer:
         teacher = agent.sample_teacher(problems, k, self.params)
         t_answers, t_keys = self._drop_truncated(teacher, *self.task.answers(teacher.texts, problems, k))
         return [PromptAnswers(*row) for row in zip(answers, keys, t_answers, t_keys, strict=True)]
+
+    def _loss_excluded(self, rollout: Rollout) -> torch.Tensor | None:
+        """cohort.truncated_answers drop: the truncated completions ([N] bool), left out of the
+        loss as TRL's mask_truncated_completions leaves them (their reward still counts in their
+        group's advantages); keep: None."""
+        return rollout.truncated if self.cfg.cohort.truncated_answers == "drop" else None
 
     def _drop_truncated(self, rollout: Rollout, answers: list, keys: list) -> tuple[list, list]:
         """cohort.truncated_answers drop: a completion cut at the budget has no answer (a
@@ -468,20 +485,21 @@ class CohortTrainer:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """Greedy accuracy of every agent on the held-out split (benchmark wording)."""
+        """Greedy accuracy of every agent on the held-out split (benchmark wording), graded
+        by the run's task kind (math: the final answer; code: the hidden tests)."""
         if self.val_data is None:
             return {}
         # the dp ranks of an agent split the problems (strided, as in training) and add up
         problems = [self.val_data.problems[i] for i in self.placement.prompt_positions(len(self.val_data.problems))]
-        gold = [self.val_data.gold[p.id] for p in problems]
+        rows = [self.val_data.row(p.id) for p in problems]
+        gold = [self.val_data.gold.get(p.id) for p in problems]
         mine = {}
         for agent in self.agents.values():
             with agent.generating():  # every dp rank enters, also one without problems (FSDP)
                 prompts = agent.prompts(problems, self.cfg.data.prompt_field)
-                options = [p.inputs.get(OPTIONS_INPUT) for p in problems]
-                max_tokens = self.cfg.cohort.max_new_tokens
-                accuracy = greedy_accuracy(agent.engine, prompts, gold, max_tokens, options=options) if problems else 0.0
-            mine[agent.name] = (round(accuracy * len(problems)), len(problems))  # (correct, evaluated)
+                texts = greedy_completions(agent.engine, prompts, self.cfg.cohort.max_new_tokens) if problems else []
+            correct = self.task.grade(texts, problems, rows, gold) if problems else []
+            mine[agent.name] = (sum(correct), len(problems))  # (correct, evaluated)
         totals: dict[str, list[int]] = {}
         for part in self.exchange.all_gather(mine):
             for name, (correct, count) in part.items():

@@ -8,12 +8,14 @@ the key, what was given and what is allowed, before any model is loaded.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+MAX_LR = 1.0  # agents[].lr: see AgentConfig._a_usable_lr
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
@@ -46,7 +48,7 @@ class AgentConfig(_Strict):
     )
     tokenizer: str | None = Field(None, description="Tokenizer id or path; defaults to the model's.")
     chat_template: bool = Field(False, description="Wrap prompts in the tokenizer's chat template.")
-    lr: float = Field(1e-6, gt=0, description="AdamW learning rate of this agent.")
+    lr: float = Field(1e-6, description="AdamW learning rate of this agent (0 < lr <= 1).")
     weight_decay: float = Field(0.0, ge=0)
     prompt_field: str | None = Field(
         None,
@@ -61,6 +63,19 @@ class AgentConfig(_Strict):
         False,
         description="Vision-language models: train the language model only (the vision encoder and its projector stay as loaded).",
     )
+
+    @field_validator("lr")
+    @classmethod
+    def _a_usable_lr(cls, lr: float) -> float:
+        # AdamW moves every weight by about lr on each step whatever the gradient's size, so an
+        # lr above 1 destroys any model in one step (and from ~3e37 on, AdamW's float32 step
+        # size overflows with a traceback).
+        if not math.isfinite(lr) or lr <= 0 or lr > MAX_LR:
+            raise ValueError(
+                f"must be a number with 0 < lr <= {MAX_LR:g}: AdamW moves every weight by about lr per step "
+                "(typical values: 1e-6 to 1e-4 for pretrained models, 1e-3 for the tiny ones)"
+            )
+        return lr
 
 
 class DataConfig(_Strict):
@@ -182,12 +197,20 @@ class RolloutConfig(_Strict):
         "may take; None = 0.45 on GPUs (as the paper's colocated runs), on CPU a share that fits every agent's engine.",
     )
     max_model_len: int | None = Field(
-        None, ge=16, description="vllm: longest prompt + completion; None = the prompt budget + max_new_tokens."
+        None,
+        ge=16,
+        description="vllm: longest prompt + completion the engine takes; None = the model's context length "
+        "(max_position_embeddings), at most 8192. A prompt plus cohort.max_new_tokens must fit in it.",
     )
     enforce_eager: bool = Field(True, description="vllm: no CUDA graphs / compilation (faster start-up; needed on CPU).")
     sleep_mode: bool = Field(False, description="vllm on GPUs: free the engine's memory while the agent trains.")
     tensor_parallel_size: int = Field(1, ge=1, description="vllm: shard each agent's engine over this many of its ranks.")
-    dtype: str = Field("auto", description="vllm: weight dtype of the engine (auto = the model's; float32 on CPU).")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="vllm: weight dtype of the engine; auto = float32 on CPU, bfloat16 "
+        "on GPUs that support it (the usual rollout precision; the update's importance weights correct the difference), "
+        "else the trained weights' dtype. float32 gives log-prob parity with the trainer.",
+    )
     max_images_per_prompt: int = Field(
         4, ge=1, description="vllm, vision-language models: images one prompt may hold (vLLM reserves memory for them)."
     )
@@ -204,7 +227,21 @@ class GRPOConfig(_Strict):
     epsilon_low: float = Field(0.2, ge=0, description="Lower clip: ratio >= 1 - epsilon_low.")
     epsilon_high: float = Field(0.2, ge=0, description="Upper clip; > epsilon_low is DAPO's clip-higher.")
     beta: float = Field(0.0, ge=0, description="k3 KL to a frozen reference; 0 loads no reference model.")
-    loss_aggregation: Literal["grpo", "bnpo", "dr_grpo"] = "grpo"
+    loss_aggregation: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
+        "grpo",
+        description="How per-token losses become the batch loss, as TRL's loss_type: grpo = mean over sequences of "
+        "each sequence's token mean; dapo = sum over every token / the batch's token count (DAPO); dr_grpo = sum "
+        "over tokens / (sequences x max_new_tokens) (Dr. GRPO). bnpo is read as dapo (corl's earlier name for it; "
+        "TRL's bnpo divides by each micro-batch's tokens, the same when the batch is one micro-batch).",
+    )
+
+    @field_validator("loss_aggregation")
+    @classmethod
+    def _dapo_by_its_name(cls, name: str) -> str:
+        from corl.grpo import LOSS_AGGREGATION_ALIASES
+
+        return LOSS_AGGREGATION_ALIASES.get(name, name)
+
     scale_rewards: Literal["group", "none"] = Field(
         "group", description="Divide advantages by the group std (GRPO) or not (Dr. GRPO)."
     )
@@ -282,6 +319,13 @@ class HealthConfig(_Strict):
         "stop",
         description="A NaN/inf reward, loss or gradient: stop the run naming the agent and step, or skip that "
         "optimizer step and go on. Non-finite weights always stop the run.",
+    )
+    max_weight_norm_ratio: float | None = Field(
+        1.5,
+        gt=1,
+        description="Stop the run when one update multiplies the norm of all of an agent's weights by more than "
+        "this (a diverging update, e.g. a far too high lr; logged every step as <agent>/weight_norm_ratio, which "
+        "normal runs keep within 1% of 1); null = never.",
     )
     collapse_steps: int = Field(
         5,

@@ -124,15 +124,8 @@ def accuracy_by_group(correct: Sequence[float], groups: Sequence[str]) -> dict[s
 
 
 @torch.no_grad()
-def greedy_accuracy(
-    engine: RolloutEngine,
-    prompts: Sequence,
-    gold: Sequence[str],
-    max_new_tokens: int,
-    batch_prompts: int = 64,
-    options: Sequence | None = None,
-) -> float:
-    """Greedy accuracy; `options` ([B], None for free-form rows): multiple-choice rows answer with a letter."""
+def greedy_completions(engine: RolloutEngine, prompts: Sequence, max_new_tokens: int, batch_prompts: int = 64) -> list[str]:
+    """One greedy completion per prompt ([B] texts); the task kind grades them (`TaskSpec.grade`)."""
     params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     texts, _ = sample_completions(engine, prompts, 1, params, batch_prompts)
-    return score(extract_all(texts, options=options), gold).accuracy
+    return [group[0] for group in texts]

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import torch
 
-LOSS_AGGREGATIONS = ("grpo", "bnpo", "dr_grpo")
+LOSS_AGGREGATIONS = ("grpo", "dapo", "dr_grpo")
+# corl's earlier name for "dapo" (TRL's own "bnpo" divides by each micro-batch's tokens,
+# which is "dapo" when the whole batch is one micro-batch; corl's minibatches never change
+# the step, so only the batch-wide divisor exists here).
+LOSS_AGGREGATION_ALIASES = {"bnpo": "dapo"}
 REWARD_SCALINGS = ("group", "none")
 
 
@@ -131,29 +135,32 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 def aggregate_loss(
     per_token: torch.Tensor, mask: torch.Tensor, mode: str = "grpo", max_tokens: int | None = None
 ) -> torch.Tensor:
-    """Reduce a per-token loss to a scalar.
+    """Reduce a per-token loss to a scalar, as TRL's GRPOTrainer does for its `loss_type`.
 
     Args:
         per_token: [N, T] loss per token.
-        mask: [N, T] 1 for completion tokens, 0 for padding.
-        mode: "grpo" averages tokens within each sequence, then sequences (the original
-            GRPO; long answers weigh less per token). "bnpo" averages over all tokens of
-            the batch (DAPO's token-level loss). "dr_grpo" sums tokens and divides by
-            N * max_tokens, a constant, removing the length bias (Liu et al. 2025).
+        mask: [N, T] 1 for completion tokens, 0 for padding (and for a sequence left out of the loss).
+        mode: "grpo" averages tokens within each sequence, then over the N sequences (the
+            original GRPO; long answers weigh less per token). "dapo" sums every token and
+            divides by the batch's token count (DAPO's token-level loss, Yu et al. 2025,
+            arXiv:2503.14476; "bnpo" is accepted as its alias). "dr_grpo" sums tokens and
+            divides by N * max_tokens, a constant, removing the length bias (Liu et al. 2025,
+            arXiv:2503.20783).
         max_tokens: the completion budget for "dr_grpo" (defaults to T).
     Returns:
         scalar loss.
     """
+    mode = LOSS_AGGREGATION_ALIASES.get(mode, mode)
     mask = mask.to(per_token.dtype)
     if mode == "grpo":
         per_seq = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # [N]
         return per_seq.mean()
-    if mode == "bnpo":
+    if mode == "dapo":
         return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
     if mode == "dr_grpo":
         denom = per_token.shape[0] * (max_tokens if max_tokens is not None else per_token.shape[1])
         return (per_token * mask).sum() / denom
-    raise ValueError(f"loss aggregation must be one of {LOSS_AGGREGATIONS}, got {mode!r}")
+    raise ValueError(f"loss aggregation must be one of {LOSS_AGGREGATIONS} (or bnpo, an alias of dapo), got {mode!r}")
 
 
 IMPORTANCE_SAMPLING = ("token_truncate", "token_mask", "sequence_mask", "off")
@@ -175,7 +182,10 @@ def importance_weights(
         rollout_logprobs: [N, T] the same tokens' log-probs as the sampler computed them.
         mask: [N, T] 1 on completion tokens.
         mode: "token_truncate" min(w_t, cap); "token_mask" w_t where w_t <= cap, else 0;
-            "sequence_mask" 1 for a sequence whose ratio prod_t w_t <= cap, else 0; "off" 1.
+            "sequence_mask" the sequence's ratio W = prod_t w_t on each of its tokens where
+            W <= cap, else 0; "off" 1. The mask modes are TRL's `vllm_importance_sampling_mode`
+            (trl/trainer/grpo_trainer.py: a kept ratio stays the ratio, one outside the bound
+            becomes 0; verl's docs/advance/rollout_is.md keeps the true ratio the same way).
     Returns:
         [N, T] weights, no gradient.
     """
@@ -184,13 +194,12 @@ def importance_weights(
     if mode == "off":
         return torch.ones_like(old_logprobs)
     log_ratio = (old_logprobs - rollout_logprobs).detach() * mask  # [N, T]
+    if mode == "sequence_mask":
+        log_ratio = log_ratio.sum(1, keepdim=True).expand_as(old_logprobs)  # [N, T]: log W of its sequence
     ratio = torch.exp(log_ratio)
     if mode == "token_truncate":
         return torch.clamp(ratio, max=cap)
-    if mode == "token_mask":
-        return torch.where(ratio <= cap, ratio, torch.zeros_like(ratio))
-    keep = (log_ratio.sum(1, keepdim=True) <= torch.log(torch.tensor(cap))).to(old_logprobs.dtype)  # [N, 1]
-    return keep.expand_as(old_logprobs).clone()
+    return torch.where(ratio <= cap, ratio, torch.zeros_like(ratio))
 
 
 def mismatch_stats(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:

@@ -5,6 +5,15 @@ that is collapsing says so.
   reports it) or weights: `health.on_nonfinite` stop (default) raises `HealthError` naming
   the agent and the step; skip logs the skipped step and goes on (weights that are already
   non-finite always stop the run: there is nothing left to skip to).
+- A diverging update: one update that multiplies the norm of all of an agent's weights by
+  more than `health.max_weight_norm_ratio` (default 1.5) stops the run, naming the agent,
+  its lr, the step and the norms. The ratio is a lower bound of the step's relative weight
+  change (| ||w'|| - ||w|| | <= ||w' - w||) that needs no copy of the weights. AdamW moves
+  each weight by about lr per step: on the tests' tiny models (weights' norm ~22) lr 1e-3
+  gave at most 1.0004, lr 1e-2 (the highest lr any test uses; configs use 3e-5 and 1e-6)
+  1.008, while lr 0.1 gave 1.66 and lr 1 13.3, after which the models wrote no answer
+  again. Like non-finite weights it always stops: the update has already been applied,
+  there is no step left to skip.
 - Collapse alarms, logged as `health/...` metrics and printed once as a warning when they
   start: every reward of an agent 0 (or every one 1) for `health.collapse_steps`
   consecutive steps, no answer in any completion, or every label the same string.
@@ -36,6 +45,25 @@ def check_weights(model, where: str) -> None:
         raise HealthError(
             f"{where}: weight {name!r} holds NaN/inf values; the model cannot sample. "
             "Resume from an earlier checkpoint (a lower lr, or max_grad_norm, keeps it finite)"
+        )
+
+
+def weight_norm(model) -> float:
+    """The L2 norm of all the model's parameters (a collective over FSDP-sharded ones)."""
+    with torch.no_grad():
+        norm = torch.nn.utils.get_total_norm([p.detach() for p in model.parameters()])
+    if hasattr(norm, "full_tensor"):  # a DTensor: each rank holds part of the sum of squares
+        norm = norm.full_tensor()
+    return float(norm)
+
+
+def check_weight_growth(after: float, ratio: float, limit: float | None, where: str) -> None:
+    """Stop when one update multiplied the weights' norm (now `after`) by `ratio` > `limit` (None: never)."""
+    if limit is not None and ratio > limit:
+        raise HealthError(
+            f"{where}: the update diverged: it multiplied the norm of the weights by {ratio:.3g} "
+            f"(from {after / ratio:.4g} to {after:.4g}; health.max_weight_norm_ratio is {limit:g}). "
+            "Lower this agent's lr and resume from an earlier checkpoint"
         )
 
 

@@ -112,6 +112,17 @@ def _own_generation_defaults(model, config):
         model.generation_config = saved
 
 
+@contextlib.contextmanager
+def _evaluating(model):
+    """Eval mode (no dropout) while sampling; the model's own mode back afterwards, also after an error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
 @register_engine("hf")
 class HFGenerateEngine:
     """Batched sampling from the weights that train: the compacting loop or `model.generate`.
@@ -188,12 +199,10 @@ class HFGenerateEngine:
         inputs, vision = self._encode(prompts, device)
         prompt_ids, prompt_mask = inputs["input_ids"], inputs["attention_mask"]  # [B, P]
         config = _generation_config(params, self.eos_ids, tok.pad_token_id, list(self.suppressed_ids), self.kv_cache)
-        was_training = self.model.training
-        self.model.eval()
         chunks = []
         total = len(prompts) * num_samples  # N
         step = self.batch_size or total
-        with _own_generation_defaults(self.model, config):
+        with _evaluating(self.model), _own_generation_defaults(self.model, config):
             for start in range(0, total, step):
                 rows = torch.arange(start, min(start + step, total)) // num_samples  # [n] the prompt of each sequence
                 if self.decode == "compact":  # text models only (see __init__)
@@ -211,7 +220,6 @@ class HFGenerateEngine:
                 out = self.model.generate(**kwargs, generation_config=config, logits_processor=_processors(params, recorder))
                 completion = out.sequences[:, prompt_ids.shape[1] :]  # [n, c]
                 chunks.append((completion, recorder.finish(completion)))
-        self.model.train(was_training)
 
         width = max(c.shape[1] for c, _ in chunks)
         completion = torch.cat([pad_right(c, width, tok.pad_token_id) for c, _ in chunks])  # [N, C]

@@ -191,6 +191,11 @@ def behaviour_key_of(answer: str) -> str:
     return answer
 
 
+def code_grade(texts: Sequence[str], problems: Sequence, rows: Sequence[Mapping], gold: Sequence) -> list[bool]:
+    """[B] completions, their B dataset rows -> [B] whether each passes its row's hidden tests (sandboxed)."""
+    return [passed[0] for passed in passes_hidden_tests(texts, rows, 1)]
+
+
 register_task(
     TaskSpec(
         "code",
@@ -199,6 +204,8 @@ register_task(
         behaviour_key_of,
         "behaviour of the program on the problem's public inputs (code: data source), key equality",
         input_fields=INPUT_FIELDS,
+        grade=code_grade,
+        grades_answers=False,
     )
 )
 

@@ -36,6 +36,15 @@ def math_answers(texts: Sequence[str], problems: Sequence, k: int) -> tuple[list
     return answers, keys
 
 
+def math_grade(texts: Sequence[str], problems: Sequence, rows: Sequence, gold: Sequence[str | None]) -> list[bool]:
+    """[B] completions -> [B] whether each one's final answer is equivalent to its gold answer."""
+    out = []
+    for text, problem, answer in zip(texts, problems, gold, strict=True):
+        written, _ = completion_answer(text, problem.inputs.get(OPTIONS_INPUT) if hasattr(problem, "inputs") else None)
+        out.append(written is not None and answer is not None and is_equivalent(written, answer))
+    return out
+
+
 register_task(
     TaskSpec(
         "math",
@@ -44,5 +53,6 @@ register_task(
         answer_key,
         "final stated answer, mathematical equivalence (the picked option's letter on multiple-choice rows)",
         input_fields=(OPTIONS_INPUT,),
+        grade=math_grade,
     )
 )

@@ -7,13 +7,16 @@ on the problem's public inputs and takes its behaviour as the answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from corl.registry import Registry
 
 # texts [B*K] grouped by prompt, the B problems (corl.data.Problem), K -> ([B][K] answers, [B][K] vote keys)
 AnswerFn = Callable[[Sequence[str], Sequence, int], tuple[list[tuple], list[tuple]]]
+# one completion per problem [B], the B problems, their dataset rows [B] and gold answers [B] (None where the
+# data has no answer column) -> [B] whether each completion is correct (what validation measures)
+GradeFn = Callable[[Sequence[str], Sequence, Sequence[Mapping], Sequence[str | None]], list[bool]]
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ class TaskSpec:
     key: Callable[[str], str]  # the vote key of a written answer (a gold label's, say)
     description: str = ""
     input_fields: tuple[str, ...] = ()  # row fields copied into Problem.inputs (public, never the answer)
+    grade: GradeFn | None = None  # validation's grader (data.val); None: this task kind cannot be validated
+    grades_answers: bool = True  # the grader compares with data.answer_field (math); False: it reads the row (code)
 
 
 TASKS: Registry = Registry("task kind", package="corl.tasks")
