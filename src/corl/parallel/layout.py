@@ -29,7 +29,10 @@ class Placement:
     agents: tuple[int, ...]  # indices into cfg.agents
     dp_rank: int = 0  # rank within the agent's data-parallel group
     dp_size: int = 1
-    is_main: bool = True  # writes logs, metrics and the loop state
+    is_main: bool = True  # writes logs, metrics and config.yaml
+    # creates, commits and prunes the checkpoints on its disk (rank 0 alone when every node
+    # sees the run directory; one rank per node without a shared disk: corl.launch decides)
+    commits_checkpoints: bool = True
 
     @staticmethod
     def single(num_agents: int) -> Placement:
@@ -53,7 +56,8 @@ class Layout:
         return len(self.hosts)
 
     def placement(self, rank: int) -> Placement:
-        return Placement(agents=self.hosts[rank], dp_rank=rank % self.dp_size, dp_size=self.dp_size, is_main=rank == 0)
+        main = rank == 0
+        return Placement(self.hosts[rank], rank % self.dp_size, self.dp_size, is_main=main, commits_checkpoints=main)
 
     def dp_ranks(self, rank: int) -> tuple[int, ...]:
         """The ranks that share rank `rank`'s agent (its "dp" group), in dp-rank order."""
