@@ -31,8 +31,10 @@ SHARDED_FOLDER = "sharded"  # <agent>/sharded/: DCP's files (.metadata, __<rank>
 def _options():
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
-    # frozen parameters (a LoRA run's base model) come from the run's model, not the checkpoint
-    return StateDictOptions(ignore_frozen_params=True)
+    # Frozen parameters (a LoRA run's base model) come from the run's model, not the checkpoint;
+    # so the model's state dict is partial (strict=False). DCP itself still refuses a checkpoint
+    # that lacks any tensor asked of it.
+    return StateDictOptions(ignore_frozen_params=True, strict=False)
 
 
 def save_sharded(model, optimizer, folder: Path, group) -> None:

@@ -188,19 +188,23 @@ def build_agent(
     check_weights(model, f"agents.{index}.model (agent {agent_cfg.name!r}) loaded from {str(weights_source)!r}")
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
     ema = cfg.cohort.ema_momentum if label_source_spec(cfg.cohort.label_source).needs_teacher else None
-    agent = Agent(
-        agent_cfg,
-        model,
-        tokenizer,
-        template,
-        cfg.text_key(agent_cfg),
-        cfg.grpo,
-        cfg.rollout,
-        ema,
-        dp=dp,
-        compute=cfg.compute,
-        processor=processor,
-    )
+    # An agent's random initial state (LoRA's adapters) must not depend on which agents its
+    # process built before it (all of them in one process, one under torchrun): its own seed.
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(sampling_seed(agent_cfg.seed if agent_cfg.seed is not None else cfg.cohort.seed, -1, index))
+        agent = Agent(
+            agent_cfg,
+            model,
+            tokenizer,
+            template,
+            cfg.text_key(agent_cfg),
+            cfg.grpo,
+            cfg.rollout,
+            ema,
+            dp=dp,
+            compute=cfg.compute,
+            processor=processor,
+        )
     if adapters is not None:
         try:
             load_adapter(agent.model, adapters)
