@@ -5,8 +5,10 @@
     with SandboxPool(workers=4) as pool:
         results = pool.map(["print(1)", "1/0"])
 
-`detect()` says which isolation this host gives (bwrap > unshare > none); see
-corl.sandbox.isolation for what each contains.
+`detect()` says which isolation this host gives (bwrap > unshare, the same walls; `none`
+only when named, e.g. CORL_SANDBOX=none); see corl.sandbox.isolation for what each
+contains, corl.sandbox.view for what a program sees, corl.sandbox.cgroups for the memory
+bound on the program as a whole.
 """
 
 from corl.sandbox.isolation import Isolation, SandboxUnavailable, detect

@@ -6,7 +6,7 @@ stderr is truncated and the program may print anything there.
 """
 
 BOOTSTRAP = r"""
-import os, sys, json, traceback
+import os, sys, json
 _uid = int(sys.argv[1])
 _record_path = os.path.abspath(sys.argv[2])
 _program = os.path.abspath(sys.argv[3])
@@ -38,6 +38,7 @@ except BaseException as e:
     _globals.clear()
     _record(_kind, _message, _errno if isinstance(_errno, int) else None)
     try:
+        import traceback  # only on failure: most programs end without one
         traceback.print_exc()
     except BaseException:
         pass

@@ -1,36 +1,51 @@
-"""Which isolation this host supports, detected once, and the command line that applies it.
+"""Which isolation this host supports, detected once per process, and whether a run may go ahead.
 
-Backends, best first:
-- bwrap: new network and PID namespaces, the host filesystem read-only, a private /tmp,
-  root's home hidden; as root the program then drops to a per-run uid.
-- unshare: new network and PID namespaces (util-linux); as root it drops to a per-run uid,
-  otherwise it needs unprivileged user namespaces. The filesystem is the host's.
-- none: a plain child process. The network is reachable; a warning says so once, and
-  `require_isolation=True` refuses to run instead.
+Backends, best first; `CORL_SANDBOX=bwrap|unshare|none` picks one by name instead of `auto`:
+- bwrap and unshare give the same walls (corl.sandbox.view): new mount, PID, network, IPC
+  and UTS namespaces; a view of the host holding only the system trees and the interpreter,
+  read-only; fresh /tmp, /var/tmp, /dev/shm; homes, /run and other users' files absent; the
+  run's work folder the one writable place. As root the program drops to a per-run uid;
+  otherwise bwrap and unshare need unprivileged user namespaces.
+- none: a plain child process with the host's files, processes and network. `auto` never
+  falls back to it silently: a run refuses (SandboxUnavailable) unless the user names it
+  (`CORL_SANDBOX=none`, or `backend="none"`), and then a warning says what is missing.
 
-The per-run uid matters for two reasons: RLIMIT_NPROC does not bind root (a fork bomb would
-exhaust the host's PIDs), and a non-root program can neither signal our processes nor
-write into root-owned directories.
+Memory: each process is held to `Limits.memory_mb` by RLIMIT_AS; where this process may
+create cgroups (root, v1 or delegated v2; `Isolation.cgroup`) the run's processes together
+are also held to it (the kernel kills one when the sum goes over: status MEMORY), and the
+cgroup's pids.max bounds their count. Without a cgroup the bound on the whole program is
+memory_mb x nproc (RLIMIT_AS per process x RLIMIT_NPROC).
+
+The per-run uid matters because RLIMIT_NPROC does not bind root (a fork bomb would exhaust
+the host's PIDs) and a non-root program can neither signal our processes nor write into
+root-owned directories.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
 from dataclasses import dataclass
 
+from corl.sandbox import commands
+from corl.sandbox.cgroups import detect_cgroups
+from corl.sandbox.view import host_view, reachable
+
 BACKENDS = ("bwrap", "unshare", "none")
+ENV_VAR = "CORL_SANDBOX"
 _UID_BASE = 1_000_000_000  # far above any uid a distribution hands out
 _MAX_SLOTS = 100
+log = logging.getLogger(__name__)
 
 
 class SandboxUnavailable(RuntimeError):
-    """Isolation was required but this host offers none."""
+    """Isolation was required (or the only backend left is none, unnamed) but this host offers none."""
 
 
 @dataclass(frozen=True)
@@ -38,15 +53,32 @@ class Isolation:
     """What a backend gives: the flags say which hostile behaviours it contains."""
 
     backend: str
-    network: bool  # the program cannot reach the host's network (localhost included)
+    network: bool  # the program cannot reach the host's network or Unix sockets
     pids: bool  # the program cannot see or signal processes outside its own
-    filesystem: bool  # the host filesystem is read-only, /tmp private
+    filesystem: bool  # host files read-only and only system trees visible; /tmp, /var/tmp, /dev/shm private
     drops_uid: bool  # runs as an unprivileged per-run uid (NPROC binds, root files protected)
     python: str  # interpreter the sandbox runs
+    cgroup: str = "none"  # "v1" / "v2": memory and task count bound the run as a whole; "none": per process
+    launcher: str = ""  # absolute path of bwrap / unshare
+
+    @property
+    def walls(self) -> bool:
+        """True when every wall of the module docstring holds (files, processes, network)."""
+        return self.network and self.pids and self.filesystem
+
+    def describe(self) -> str:
+        memory = (
+            f"memory and tasks of the whole program bounded by a cgroup {self.cgroup}"
+            if self.cgroup != "none"
+            else "memory bounded per process (the whole program: memory_mb x nproc)"
+        )
+        walls = "mount/PID/network namespaces, read-only minimal host view" if self.walls else "NO namespaces"
+        return f"sandbox backend {self.backend}: {walls}; {memory}; per-run uid: {self.drops_uid}"
 
 
 _lock = threading.Lock()
 _detected: dict[str, Isolation] = {}
+_failures: dict[str, str] = {}
 _warned = False
 _slots_in_use: set[int] = set()
 
@@ -55,132 +87,101 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
-def _world_runnable(path: str) -> bool:
-    """True when a uid with no special rights can reach and execute `path` (every parent dir o+x)."""
-    real = os.path.realpath(path)
-    try:
-        if not os.stat(real).st_mode & stat.S_IXOTH:
-            return False
-        parent = os.path.dirname(real)
-        while parent != "/":
-            if not os.stat(parent).st_mode & stat.S_IXOTH:
-                return False
-            parent = os.path.dirname(parent)
-    except OSError:
-        return False
-    return True
+def requested(backend: str = "auto") -> str:
+    """The backend asked for: `backend` itself, or for "auto" the CORL_SANDBOX variable when set."""
+    if backend == "auto":
+        backend = os.environ.get(ENV_VAR, "").strip() or "auto"
+    if backend != "auto" and backend not in BACKENDS:
+        raise ValueError(f"unknown sandbox backend {backend!r} (argument or {ENV_VAR}); choose from auto, {', '.join(BACKENDS)}")
+    return backend
 
 
-def _hidden_dirs() -> list[str]:
-    """Home directories the bwrap view replaces by an empty tmpfs (keys, tokens, histories)."""
-    return sorted({"/root", os.path.expanduser("~")} - {"/"})
-
-
-def _rebinds(hidden: list[str]) -> list[str]:
-    """Interpreter trees that live under a hidden dir and must be bound back read-only."""
-    trees = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
-    return sorted(t for t in trees if any(t == h or t.startswith(h + os.sep) for h in hidden))
-
-
-def _between(hidden: list[str], tree: str) -> list[str]:
-    """Directories strictly between the hidden dir holding `tree` and `tree`, outermost first."""
-    top = next(h for h in hidden if tree.startswith(h + os.sep))
-    parts = os.path.relpath(tree, top).split(os.sep)[:-1]
-    return [os.path.join(top, *parts[: i + 1]) for i in range(len(parts))]
-
-
-def bwrap_prefix(workdir: str) -> list[str]:
-    """bwrap arguments for one run: read-only host, private /tmp, the work dir writable, no network."""
-    hidden = _hidden_dirs()
-    args = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for h in hidden:
-        args += ["--tmpfs", h]
-    for tree in _rebinds(hidden):
-        # bwrap makes missing mount points 0700; a dropped uid must still traverse them.
-        for d in _between(hidden, tree):
-            args += ["--perms", "0755", "--dir", d]
-        args += ["--ro-bind", tree, tree]
-    args += ["--bind", workdir, workdir, "--chdir", workdir, "--"]
-    return args
-
-
-def unshare_prefix(uid: int | None) -> list[str]:
-    """unshare arguments: new network and PID namespaces; the uid switch when we are root."""
-    args = ["unshare", "--net", "--pid", "--fork", "--kill-child"]
-    if uid is not None:
-        args += ["--setuid", str(uid), "--setgid", str(uid)]
-    elif not _is_root():
-        args += ["--user", "--map-root-user"]
-    return args + ["--"]
+def _system_python() -> str | None:
+    found = shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin")
+    return found if found and commands.world_runnable(found) else None
 
 
 def _python_for(backend: str) -> str | None:
-    """The interpreter a dropped uid can run: ours when reachable, else the system's python3."""
-    if backend == "bwrap" or not _is_root() or _world_runnable(sys.executable):
+    """The interpreter a dropped uid can run: ours when it can reach it, else the system's python3."""
+    if not _is_root():
         return sys.executable
-    system = shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin")
-    return system if system and _world_runnable(system) else None
-
-
-def _probe(backend: str, python: str) -> bool:
-    """Run `python -c pass` through the backend; True when it works on this host."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="corl-probe-") as d:
-        if backend == "bwrap":
-            cmd = [*bwrap_prefix(d), python, "-c", "pass"]
-        else:
-            cmd = [*unshare_prefix(uid_for_slot(0) if _is_root() else None), python, "-c", "pass"]
-        try:
-            return subprocess.run(cmd, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"}).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-
-
-def _make(backend: str) -> Isolation | None:
     if backend == "none":
-        python = _python_for("none")
-        drops = _is_root() and python is not None
-        return Isolation("none", False, False, False, drops, python or sys.executable)
-    if shutil.which(backend) is None:
-        return None
+        return sys.executable if commands.world_runnable(sys.executable) else _system_python()
+    return sys.executable if reachable(sys.executable, host_view(sys.executable)) else _system_python()
+
+
+def _probe(iso: Isolation) -> str | None:
+    """Run `pass` through the backend; None when it works here, else why not."""
+    with tempfile.TemporaryDirectory(prefix="corl-probe-") as base:
+        uid = uid_for_slot(0) if iso.drops_uid else None
+        layout = commands.Layout.make(base, "pass", uid)
+        argv = commands.argv(iso, layout, uid, None, tmpfs_mb=16)
+        try:
+            done = subprocess.run(argv, cwd=layout.work, capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{iso.launcher} failed to start: {e}"
+    if done.returncode != 0:
+        return f"{iso.launcher} exited {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}"
+    return None
+
+
+def _make(backend: str, cgroup: str) -> Isolation | None:
     python = _python_for(backend)
-    if python is None or not _probe(backend, python):
+    if backend == "none":
+        return Isolation("none", False, False, False, _is_root() and python is not None, python or sys.executable, cgroup)
+    launcher = shutil.which(backend)
+    if launcher is None:
+        _failures[backend] = "not installed" + (" (apt-get install bubblewrap)" if backend == "bwrap" else "")
         return None
-    return Isolation(backend, True, True, backend == "bwrap", _is_root(), python)
+    if python is None:
+        _failures[backend] = "no interpreter a dropped uid may run"
+        return None
+    iso = Isolation(backend, True, True, True, _is_root(), python, cgroup, launcher)
+    why = _probe(iso)
+    if why is not None:
+        _failures[backend] = why
+        return None
+    return iso
 
 
 def detect(backend: str = "auto") -> Isolation:
-    """The isolation `backend` gives here ("auto": the best that works); probed once per process."""
-    if backend != "auto" and backend not in BACKENDS:
-        raise ValueError(f"unknown sandbox backend {backend!r}; choose from auto, {', '.join(BACKENDS)}")
+    """The isolation `backend` gives here ("auto": the best that works, else none); probed once per process."""
+    name = requested(backend)
     with _lock:
-        if backend not in _detected:
-            names = BACKENDS if backend == "auto" else (backend,)
-            found = next((iso for iso in map(_make, names) if iso is not None), None)
+        if name not in _detected:
+            cg = detect_cgroups()
+            names = BACKENDS if name == "auto" else (name,)
+            found = next((iso for iso in (_make(n, cg.version if cg else "none") for n in names) if iso is not None), None)
             if found is None:
-                raise SandboxUnavailable(f"sandbox backend {backend!r} does not work on this host")
-            _detected[backend] = found
-        return _detected[backend]
+                raise SandboxUnavailable(f"sandbox backend {name!r} does not work on this host: {_failures.get(name)}")
+            _detected[name] = found
+            log.info("%s", found.describe())
+        return _detected[name]
 
 
-def check_isolation(iso: Isolation, require_isolation: bool) -> None:
-    """Refuse (require_isolation) or warn once when programs would run without network isolation."""
-    global _warned
-    if iso.network:
-        return
-    message = (
-        "corl.sandbox: neither bwrap nor unshare works here; programs run WITHOUT network or filesystem "
-        "isolation (rlimits, a fresh temp dir and a minimal env still apply). Install bubblewrap, or pass "
-        "require_isolation=True to refuse."
+def refusal(iso: Isolation) -> str:
+    """Why a run without walls is refused, and the two ways forward."""
+    tried = "; ".join(f"{b}: {why}" for b, why in _failures.items()) or f"{iso.backend} has none"
+    return (
+        f"corl.sandbox: no sandbox backend gives walls here ({tried}), so model-written programs would see the "
+        "host's files, processes and network. Install bubblewrap (apt-get install bubblewrap), or run as root "
+        f"(or with user namespaces) so that unshare works; or set {ENV_VAR}=none to run them WITHOUT walls "
+        "(rlimits, a fresh work folder and a minimal environment still apply)."
     )
-    if require_isolation:
-        raise SandboxUnavailable(message)
+
+
+def check_isolation(iso: Isolation, require_isolation: bool, backend: str = "auto") -> None:
+    """Refuse a run without walls unless `none` was named (and isolation not required); warn once then."""
+    global _warned
+    if iso.walls:
+        return
+    if require_isolation or requested(backend) != "none":
+        raise SandboxUnavailable(refusal(iso))
     with _lock:
         if not _warned:
             _warned = True
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            message = f"{iso.describe()}: model-written programs see the host's files, processes and network, as asked"
+            warnings.warn(f"{message} (backend none, or {ENV_VAR}=none).", RuntimeWarning, stacklevel=3)
 
 
 def uid_for_slot(slot: int) -> int:

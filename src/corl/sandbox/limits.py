@@ -15,27 +15,31 @@ class Limits:
 
     wall_s: float = 10.0  # killed as a whole process group after this many seconds
     cpu_s: int = 10  # RLIMIT_CPU (SIGXCPU at the soft limit, SIGKILL one second later)
-    memory_mb: int = 1024  # RLIMIT_AS: address space, so a hog gets MemoryError instead of swapping the host
+    memory_mb: int = 1024  # RLIMIT_AS per process (a hog gets MemoryError), and all processes together in a cgroup
     output_bytes: int = 1 * MiB  # stdout + stderr kept; more kills the program (status output_limit)
     file_mb: int = 16  # RLIMIT_FSIZE: largest file the program may write
-    nproc: int = 32  # RLIMIT_NPROC: processes + threads of the sandbox's uid (fork bombs)
+    nproc: int = 32  # RLIMIT_NPROC: processes + threads of the sandbox's uid (fork bombs); pids.max in a cgroup
     stack_mb: int = 64  # RLIMIT_STACK: deep recursion ends in a crash, not in the host's memory
 
 
-def _set(kind: int, value: int, hard: int | None = None) -> None:
-    resource.setrlimit(kind, (value, value if hard is None else hard))
+def rlimits(limits: Limits, nproc_base: int = 0) -> list[tuple[int, int, int]]:
+    """(resource, soft, hard) for every rlimit the program runs under."""
+    return [
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
+        (resource.RLIMIT_AS, limits.memory_mb * MiB, limits.memory_mb * MiB),
+        (resource.RLIMIT_FSIZE, limits.file_mb * MiB, limits.file_mb * MiB),
+        (resource.RLIMIT_STACK, limits.stack_mb * MiB, limits.stack_mb * MiB),
+        (resource.RLIMIT_CORE, 0, 0),
+        # NPROC counts every process of the real uid; when the sandbox shares our uid the limit
+        # has to sit above what that uid already runs, or the launcher itself could not fork.
+        (resource.RLIMIT_NPROC, nproc_base + limits.nproc, nproc_base + limits.nproc),
+    ]
 
 
 def apply_rlimits(limits: Limits, nproc_base: int = 0) -> None:
     """Apply the limits to the calling process (run in the child between fork and exec)."""
-    _set(resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1)
-    _set(resource.RLIMIT_AS, limits.memory_mb * MiB)
-    _set(resource.RLIMIT_FSIZE, limits.file_mb * MiB)
-    _set(resource.RLIMIT_STACK, limits.stack_mb * MiB)
-    _set(resource.RLIMIT_CORE, 0)
-    # NPROC counts every process of the real uid; when the sandbox shares our uid the limit
-    # has to sit above what that uid already runs, or the launcher itself could not fork.
-    _set(resource.RLIMIT_NPROC, nproc_base + limits.nproc)
+    for kind, soft, hard in rlimits(limits, nproc_base):
+        resource.setrlimit(kind, (soft, hard))
 
 
 def tasks_of_uid(uid: int) -> int:

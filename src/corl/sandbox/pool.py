@@ -36,7 +36,7 @@ class SandboxPool:
         self.backend = backend
         self.require_isolation = require_isolation
         self.isolation = detect(backend)
-        check_isolation(self.isolation, require_isolation)  # refuse now, not on the first program
+        check_isolation(self.isolation, require_isolation, backend)  # refuse now, not on the first program
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="corl-sandbox")
 
     def submit(self, source: str, stdin: str | None = None, limits: Limits | None = None) -> Future[Result]:

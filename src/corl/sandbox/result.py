@@ -14,7 +14,7 @@ class Status(str, Enum):
     OK = "ok"  # exit code 0
     ERROR = "error"  # an exception (error_kind, error_message) or a nonzero exit
     TIMEOUT = "timeout"  # wall or CPU time limit
-    MEMORY = "memory"  # MemoryError under the address-space limit
+    MEMORY = "memory"  # MemoryError under the address-space limit, or the run's cgroup went over its memory
     OUTPUT_LIMIT = "output_limit"  # too much stdout/stderr, or a file over the size limit
     KILLED = "killed"  # died by a signal the sandbox did not send (segfault, self-kill)
 
@@ -46,12 +46,17 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def classify(returncode: int, exc: dict | None, killed_by_us: str | None) -> tuple[Status, str | None, str | None]:
-    """(status, error_kind, error_message) from the exit, the bootstrap's exception record and our own kill."""
+def classify(
+    returncode: int, exc: dict | None, killed_by_us: str | None, oom_kills: int = 0
+) -> tuple[Status, str | None, str | None]:
+    """(status, error_kind, error_message) from the exit, the bootstrap's record, our own kill and the cgroup's OOM kills."""
     if killed_by_us == "timeout":
         return Status.TIMEOUT, "timeout", "wall time limit"
     if killed_by_us == "output":
         return Status.OUTPUT_LIMIT, "output_limit", "stdout/stderr over the limit"
+    if oom_kills:
+        # Even when the main process ended well: a child of it died for the memory of the whole.
+        return Status.MEMORY, "OOMKilled", f"the program's processes together went over the memory limit ({oom_kills} killed)"
     if exc is not None and exc.get("kind") != "SystemExit":
         kind, message = exc.get("kind"), exc.get("message")
         if kind == "MemoryError":

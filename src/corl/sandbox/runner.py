@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import logging
 import os
 import selectors
 import shutil
@@ -12,42 +14,33 @@ import subprocess
 import tempfile
 import time
 
-from corl.sandbox.bootstrap import BOOTSTRAP
-from corl.sandbox.isolation import (
-    Isolation,
-    acquire_slot,
-    bwrap_prefix,
-    check_isolation,
-    detect,
-    release_slot,
-    uid_for_slot,
-    unshare_prefix,
-)
+from corl.sandbox import commands
+from corl.sandbox.cgroups import RunGroup, detect_cgroups
+from corl.sandbox.isolation import Isolation, acquire_slot, check_isolation, detect, release_slot, uid_for_slot
 from corl.sandbox.limits import Limits, apply_rlimits, minimal_env, tasks_of_uid
 from corl.sandbox.result import Result, classify
 
-_RECORD = ".corl_exception.json"
-_PROGRAM = "main.py"
+log = logging.getLogger(__name__)
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+_EXTRA_TASKS = 4  # launcher, namespace init, bwrap's monitor: inside the cgroup beside the program's nproc
 
 
-def _command(iso: Isolation, workdir: str, uid: int | None) -> list[str]:
-    """The full argv: backend prefix, then the bootstrap that runs main.py."""
-    inner_uid = uid if (iso.backend == "bwrap" and uid is not None) else -1
-    boot = [iso.python, "-s", "-B", "-c", BOOTSTRAP, str(inner_uid), _RECORD, _PROGRAM]
-    if iso.backend == "bwrap":
-        return [*bwrap_prefix(workdir), *boot]
-    if iso.backend == "unshare":
-        return [*unshare_prefix(uid), *boot]
-    # No namespaces: a shell in between, so the program's parent (getppid) is not this process.
-    return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *boot]
-
-
-def _preexec(limits: Limits, uid: int | None, drop_here: bool, nproc_base: int):
-    """Runs in the child before exec: limits first (they must hold for every descendant), then the uid."""
+def _preexec(limits: Limits, uid: int | None, iso: Isolation, nproc_base: int, group: RunGroup | None):
+    """Runs in the child before exec: join the run's cgroup, die with our thread, limits, then the uid."""
+    procs_files = group.procs_files if group is not None else []
+    set_limits = iso.backend != "unshare"  # unshare's init sets them on the program alone
+    drop_here = iso.backend == "none" and uid is not None
 
     def run() -> None:
-        apply_rlimits(limits, nproc_base)
-        if drop_here and uid is not None:
+        for path in procs_files:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        # If the thread that started us dies, the launcher dies, and with it the namespace.
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if set_limits:
+            apply_rlimits(limits, nproc_base)
+        if drop_here:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
@@ -55,9 +48,35 @@ def _preexec(limits: Limits, uid: int | None, drop_here: bool, nproc_base: int):
     return run
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _first_child(pid: int) -> int | None:
+    """The launcher's child: the init of the run's PID namespace (bwrap, unshare) or the program (none)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
+        return int(children[0]) if children else None
+    except (OSError, ValueError):
+        return None
+
+
+def _stop(proc: subprocess.Popen, group: RunGroup | None) -> None:
+    """End every process of the run before returning.
+
+    Killing the namespace's init makes the kernel kill the rest, and the launcher sees the
+    init exit only after that: so waiting for the launcher is waiting for all of them.
+    A cgroup, where there is one, is emptied on top (it also holds what left the group).
+    """
+    if proc.poll() is None:
+        init = _first_child(proc.pid)
+        if init is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(init, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    if group is not None:
+        group.kill_all()
 
 
 def _pump(proc: subprocess.Popen, limits: Limits, deadline: float) -> tuple[bytes, bytes, bool, str | None]:
@@ -92,18 +111,11 @@ def _pump(proc: subprocess.Popen, limits: Limits, deadline: float) -> tuple[byte
 
 def _read_record(workdir: str) -> dict | None:
     try:
-        with open(os.path.join(workdir, _RECORD), encoding="utf-8") as f:
+        with open(os.path.join(workdir, commands.RECORD), encoding="utf-8") as f:
             record = json.load(f)
         return record if isinstance(record, dict) else None
     except (OSError, ValueError):
         return None
-
-
-def _prepare(workdir: str, source: str, uid: int | None) -> None:
-    with open(os.path.join(workdir, _PROGRAM), "w", encoding="utf-8") as f:
-        f.write(source)
-    if uid is not None:
-        os.chown(workdir, uid, uid)
 
 
 def _stdin_file(stdin: str | None):
@@ -116,36 +128,52 @@ def _stdin_file(stdin: str | None):
     return f
 
 
-def _execute(iso: Isolation, source: str, stdin: str | None, limits: Limits, workdir: str, uid: int | None) -> Result:
-    _prepare(workdir, source, uid)
-    nproc_base = 0 if uid is not None else tasks_of_uid(os.getuid())
-    drop_here = iso.backend == "none"
-    start = time.monotonic()
-    with _stdin_file(stdin) as stdin_f:
-        proc = subprocess.Popen(
-            _command(iso, workdir, uid),
-            cwd=workdir,
-            env=minimal_env(workdir),
-            stdin=stdin_f,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, so one killpg reaches every descendant
-            preexec_fn=_preexec(limits, uid, drop_here, nproc_base),
-        )
+def _group(iso: Isolation, limits: Limits) -> RunGroup | None:
+    """The run's cgroup; None (with a warning) when it cannot be made now, e.g. the host ran out of them."""
+    cg = detect_cgroups() if iso.cgroup != "none" else None
+    if cg is None:
+        return None
     try:
-        out, err, truncated, why = _pump(proc, limits, start + limits.wall_s)
-        if why is None:
-            try:
-                proc.wait(timeout=max(start + limits.wall_s - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                why = "timeout"
+        return RunGroup(cg, limits.memory_mb, limits.nproc + _EXTRA_TASKS)
+    except OSError as e:
+        log.warning("corl.sandbox: no cgroup for this run (%s): its memory is bounded per process only", e)
+        return None
+
+
+def _execute(iso: Isolation, stdin: str | None, limits: Limits, layout: commands.Layout, uid: int | None) -> Result:
+    nproc_base = 0 if uid is not None else tasks_of_uid(os.getuid())
+    argv = commands.argv(iso, layout, uid, limits, tmpfs_mb=limits.memory_mb, nproc_base=nproc_base)
+    group = _group(iso, limits)
+    start = time.monotonic()
+    try:
+        with _stdin_file(stdin) as stdin_f:
+            proc = subprocess.Popen(
+                argv,
+                cwd=layout.work,
+                env=minimal_env(layout.work),
+                stdin=stdin_f,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group, so one killpg reaches every descendant
+                preexec_fn=_preexec(limits, uid, iso, nproc_base, group),
+            )
+        try:
+            out, err, truncated, why = _pump(proc, limits, start + limits.wall_s)
+            if why is None:
+                try:
+                    proc.wait(timeout=max(start + limits.wall_s - time.monotonic(), 0.01))
+                except subprocess.TimeoutExpired:
+                    why = "timeout"
+        finally:
+            _stop(proc, group)
+            proc.stdout.close()
+            proc.stderr.close()
+        oom_kills = group.oom_kills() if group is not None else 0
     finally:
-        _kill_group(proc)
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        if group is not None:
+            group.remove()
     wall = time.monotonic() - start
-    status, kind, message = classify(proc.returncode, _read_record(workdir), why)
+    status, kind, message = classify(proc.returncode, _read_record(layout.work), why, oom_kills)
     text = {"encoding": "utf-8", "errors": "replace"}
     return Result(status, proc.returncode, out.decode(**text), err.decode(**text), wall, kind, message, truncated, iso.backend)
 
@@ -157,15 +185,20 @@ def run_program(
     backend: str = "auto",
     require_isolation: bool = False,
 ) -> Result:
-    """Run Python `source` as its own program in a fresh temp dir under `limits`; never raises for what the program does."""
+    """Run Python `source` as its own program in a fresh temp dir under `limits`; never raises for what the program does.
+
+    Raises SandboxUnavailable before running anything when no backend gives walls here and
+    `none` was not named (`backend="none"` or CORL_SANDBOX=none), or when require_isolation
+    is set and the backend is none.
+    """
     limits = limits or Limits()
     iso = detect(backend)
-    check_isolation(iso, require_isolation)
+    check_isolation(iso, require_isolation, backend)
     slot = acquire_slot()
     uid = uid_for_slot(slot) if iso.drops_uid else None
-    workdir = tempfile.mkdtemp(prefix="corl-sbx-")
+    base = tempfile.mkdtemp(prefix="corl-sbx-")
     try:
-        return _execute(iso, source, stdin, limits, workdir, uid)
+        return _execute(iso, stdin, limits, commands.Layout.make(base, source, uid), uid)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
         release_slot(slot)

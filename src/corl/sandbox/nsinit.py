@@ -1,0 +1,200 @@
+"""The unshare backend: `unshare` makes the namespaces, a small Python init builds the view and runs the program.
+
+    unshare --mount --pid --net --ipc --uts --fork --kill-child -- python -s -B -c INIT CONFIG BOOTSTRAP
+
+INIT runs as pid 1 of the new PID namespace, still privileged: it mounts the view of
+corl.sandbox.view on a tmpfs, pivots into it, then forks the program. Only the forked child
+gets the rlimits (RLIMIT_CPU on unshare or on pid 1 would hit the wrong process: pid 1
+ignores SIGXCPU, and unshare itself fails under it) and the unprivileged uid, then runs the
+bootstrap in the same interpreter (one interpreter start less per program). When the program
+ends, INIT exits with its status (128+n for a signal, as bwrap reports it), and the kernel
+kills whatever else is left in the namespace before unshare sees INIT's exit: so the launcher
+exiting means every process of the run is gone.
+
+Hand-written rather than bwrap's: it is exactly what a fresh machine without bubblewrap has
+(util-linux and Python), and mount(2)/pivot_root(2) through ctypes need no other package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+
+from corl.sandbox.view import DEVICES, PRIVATE_TMPFS, View
+
+# pivot_root has no glibc wrapper; its syscall number per architecture (chroot where unknown).
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "ppc64": 203, "s390x": 217}
+
+INIT = r"""
+import ctypes, json, os, resource, sys
+cfg = json.loads(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC = 1, 2, 4, 8, 32, 4096, 16384
+os.umask(0o022)
+
+def fail(what):
+    e = ctypes.get_errno()
+    raise OSError(e, f"corl sandbox init: {what}: {os.strerror(e)}")
+
+def mount(src, dst, fstype, flags, data=None):
+    enc = lambda s: s.encode() if s is not None else None
+    if libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        fail(f"mount {src} on {dst}")
+
+def kept_flags(path):
+    # Flags a mount in a user namespace must keep on remount (they are locked); harmless as root.
+    f = os.statvfs(path).f_flag
+    return (NOEXEC if f & 8 else 0) | (f & (1024 | 2048)) | ((1 << 21) if f & 4096 else 0)
+
+def bind(src, dst, read_only, devices=False):
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        open(dst, "a").close()
+    try:
+        mount(src, dst, None, BIND)  # not recursive: submounts (a bound-in /etc/hosts, say) stay out
+    except OSError:
+        mount(src, dst, None, BIND | REC)  # a user namespace refuses to split off locked submounts
+    flags = BIND | REMOUNT | NOSUID | (0 if devices else NODEV) | (RDONLY if read_only else 0) | kept_flags(dst)
+    mount(None, dst, None, flags)
+
+def tmpfs(dst, mode, size_mb, devices=False):
+    os.makedirs(dst, exist_ok=True)
+    mount("tmpfs", dst, "tmpfs", NOSUID | (0 if devices else NODEV), f"mode={mode},size={size_mb}m")
+
+def build_view(new):
+    mount("tmpfs", new, "tmpfs", NOSUID | NODEV, "mode=0755,size=4m")
+    for d in cfg["traversable"]:
+        os.makedirs(new + d, mode=0o755, exist_ok=True)
+    for tree in cfg["read_only"]:
+        bind(tree, new + tree, True)
+    for link, target in cfg["symlinks"]:
+        os.symlink(target, new + link)
+    tmpfs(new + "/dev", "0755", 1, devices=True)  # device nodes on a nodev mount cannot be opened
+    for name in cfg["devices"]:
+        bind("/dev/" + name, new + "/dev/" + name, False, devices=True)
+    for i, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{i}", new + "/dev/" + name)
+    os.symlink("/proc/self/fd", new + "/dev/fd")
+    for d in cfg["tmpfs"]:
+        tmpfs(new + d, "1777", cfg["tmpfs_mb"])
+    os.makedirs(new + "/proc", exist_ok=True)
+    mount("proc", new + "/proc", "proc", NOSUID | NODEV | NOEXEC)
+    work = cfg["work"]
+    os.makedirs(new + os.path.dirname(work), mode=0o755, exist_ok=True)
+    bind(work, new + work, False)
+
+def enter(new):
+    os.chdir(new)
+    if cfg["pivot_root"] and libc.syscall(cfg["pivot_root"], b".", b".") == 0:
+        if libc.umount2(b".", 2) != 0:  # MNT_DETACH: the old root leaves this namespace
+            fail("umount old root")
+    else:
+        os.chroot(".")
+    os.chdir("/")
+    mount(None, "/", None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
+
+def drop_privileges():
+    for kind, soft, hard in cfg["rlimits"]:
+        resource.setrlimit(kind, (soft, hard))
+    os.chdir(cfg["work"])
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        fail("no_new_privs")
+    if cfg["uid"] >= 0:
+        os.setgroups([])
+        os.setgid(cfg["uid"])
+        os.setuid(cfg["uid"])
+        return
+    # Root of a user namespace: drop every capability, or it could remount the view writable.
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+        fail("capset")
+
+def run_program():
+    drop_privileges()
+    sys.argv = ["-c", "-1", cfg["record"], cfg["program"]]
+    try:
+        exec(compile(boot, "<corl-bootstrap>", "exec"), {"__builtins__": __builtins__, "__name__": "__corl__"})
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            sys.stderr.write(f"{e.code}\n")
+    finish(code)
+
+def finish(code):
+    # What interpreter shutdown does that a program can notice (its threads joined, atexit run,
+    # output flushed), without freeing every object: in a forked interpreter that touches each
+    # copy-on-write page of the heap and costs more than a small program itself.
+    threading = sys.modules.get("threading")
+    if threading is not None and hasattr(threading, "_shutdown"):
+        threading._shutdown()
+    import atexit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
+
+boot = sys.argv[2]
+try:
+    build_view(cfg["root"])
+    enter(cfg["root"])
+except OSError as e:
+    sys.stderr.write(f"{e}\n")
+    os._exit(125)
+child = os.fork()
+if child == 0:
+    run_program()
+else:
+    while True:
+        pid, status = os.wait()
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+"""
+
+
+def unshare_command(
+    unshare: str,
+    python: str,
+    view: View,
+    *,
+    root: str,
+    work: str,
+    uid: int | None,
+    rlimits,
+    tmpfs_mb: int,
+    record: str,
+    program: str,
+    boot: str,
+) -> list[str]:
+    """The argv of one run: namespaces by unshare, then INIT with its configuration and the bootstrap source.
+
+    `root` is an empty host folder to mount the view on, `work` the run's folder (the one
+    writable host path), `rlimits` (resource, soft, hard) triples for the program alone.
+    """
+    cfg = {
+        "root": root,
+        "work": work,
+        "read_only": list(view.read_only),
+        "symlinks": [list(s) for s in view.symlinks],
+        "traversable": list(view.traversable),
+        "devices": list(DEVICES),
+        "tmpfs": list(PRIVATE_TMPFS),
+        "tmpfs_mb": tmpfs_mb,
+        "uid": -1 if uid is None else uid,
+        "rlimits": [list(r) for r in rlimits],
+        "record": record,
+        "program": program,
+        "pivot_root": _PIVOT_ROOT.get(platform.machine(), 0),
+    }
+    args = [unshare, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child"]
+    if uid is None and os.geteuid() != 0:
+        args += ["--user", "--map-root-user"]
+    return [*args, "--", python, "-s", "-B", "-c", INIT, json.dumps(cfg), boot]
