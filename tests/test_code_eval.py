@@ -90,14 +90,17 @@ def test_chat_prompt_uses_the_template():
 
 @needs_data
 def test_reference_solutions_pass_the_harness():
-    """HumanEval canonical 164/164 and MBPP test reference code >= 99%: a check of the harness, not a model."""
+    """HumanEval canonical 164/164 and MBPP test reference code 500/500 through the test harness (a check of
+    the harness, not a model). Only a timeout may fail: MBPP 123 takes ~5 s idle and can pass 15 s on a
+    loaded machine; benchmarks/code_reference.py runs the same with a 60 s limit (500/500)."""
     humaneval, mbpp = load_humaneval(DATA / "humaneval" / "test.jsonl"), load_mbpp(DATA / "mbpp" / "test.jsonl")
     assert (len(humaneval), len(mbpp)) == (164, 500)
     start = time.monotonic()
     with SandboxPool() as pool:
         he = evaluate(humaneval, [[reference_solution(r)] for r in humaneval], "humaneval", pool=pool)
         mb = evaluate(mbpp, [[reference_solution(r) + "\n[DONE]"] for r in mbpp], "mbpp", pool=pool)
-    failed = [(r.task_id, r.error) for r in he.records + mb.records if not r.passed]
+    failed = [(r.task_id, r.status, r.error) for r in he.records + mb.records if not r.passed]
     assert sum(p["c"] for p in he.per_problem) == 164, failed
+    assert [f for f in failed if f[1] != "timeout"] == [], failed
     assert mb.pass_at[1] >= 0.99, failed
     print(f"reference solutions: HumanEval {he.pass_at[1]:.3f}, MBPP {mb.pass_at[1]:.3f} in {time.monotonic() - start:.1f}s")

@@ -106,13 +106,37 @@ def test_all_errors_count_when_asked(pool):
     assert json.loads(keys[0]) == [["err", "KeyError"]] * 3
 
 
-def test_behaviour_key_parsing_ignores_noise_and_marks_missing_inputs():
-    from corl.tasks.code_exec import _SENTINEL
+def test_behaviour_key_reads_only_this_runs_lines_and_names_how_a_run_ended():
+    from corl.sandbox import Status
+    from corl.tasks.code_harness import MARK
 
-    out = f'hello\n{_SENTINEL}[0, "ok", "1"]\n{_SENTINEL}garbage\n'
-    assert json.loads(behaviour_key(out, 2)) == [["ok", "1"], ["err", "TimeoutError"]]
-    assert behaviour_key(f'{_SENTINEL}[-1, "err", "NameError"]\n', 2) is None
-    assert behaviour_key("", 0) is None
+    nonce = "ab" * 16
+    out = f"hello\n{MARK}{nonce} 0 ok 1\n{MARK}{'cd' * 16} 1 ok 2\n{MARK}{nonce} garbage\n"  # input 1's line: another nonce
+    assert json.loads(behaviour_key(out, nonce, 2)) == [["ok", "1"], ["err", "EarlyExit"]]
+    assert json.loads(behaviour_key(out, nonce, 2, Status.TIMEOUT)) == [["ok", "1"], ["err", "TimeoutError"]]
+    assert behaviour_key(f"{MARK}{nonce} -1 err NameError\n", nonce, 2) is None
+    assert behaviour_key("", nonce, 0) is None
+
+
+def test_a_test_run_passes_only_on_one_verdict_with_its_pass_token():
+    from corl.sandbox import Result, Status
+    from corl.tasks.code_exec import test_outcome
+    from corl.tasks.code_harness import MARK
+
+    nonce, token = "ab" * 16, "cd" * 16
+
+    def run(*payloads: str, status: Status = Status.OK) -> Result:
+        return Result(status, 0, "".join(f"\n{MARK}{nonce} {p}\n" for p in payloads), "", 0.1)
+
+    assert test_outcome(run(f"pass {token}"), nonce, token).passed
+    assert not test_outcome(run("pass " + "0" * 32), nonce, token).passed  # the nonce without the token
+    assert not test_outcome(run("fail AssertionError", f"pass {token}"), nonce, token).passed  # two verdicts
+    assert (
+        test_outcome(run("fail ZeroDivisionError: division by zero"), nonce, token).error == "ZeroDivisionError: division by zero"
+    )
+    ended = test_outcome(run(), nonce, token)
+    assert (ended.passed, ended.status) == (False, "exit")  # no verdict at all: an exit before the tests ended
+    assert test_outcome(run(status=Status.TIMEOUT), nonce, token).status == "timeout"
 
 
 def test_humaneval_docstring_behaviour_and_grouped_form(pool):

@@ -136,7 +136,7 @@ class SampleRecord:
     task_id: str
     sample: int
     passed: bool
-    status: str  # sandbox status, or "no_code"
+    status: str  # ok, error, memory, exit (ended before its verdict), timeout, output_limit, killed, or no_code
     wall_s: float
     error: str | None
 
@@ -150,11 +150,10 @@ class EvalReport:
     records: list[SampleRecord] = field(default_factory=list)
 
 
-def _record(task_id: str, sample: int, result) -> SampleRecord:
-    if result is None:
+def _record(task_id: str, sample: int, run) -> SampleRecord:
+    if run is None:
         return SampleRecord(task_id, sample, False, "no_code", 0.0, "no program")
-    error = f"{result.error_kind}: {result.error_message}" if result.error_kind else None
-    return SampleRecord(task_id, sample, result.ok, result.status.value, round(result.wall_s, 4), error)
+    return SampleRecord(task_id, sample, run.passed, run.status, round(run.wall_s, 4), run.error)
 
 
 def evaluate(

@@ -13,7 +13,8 @@ Pure functions over (completion texts, problem rows); programs run in corl.sandb
 - Public inputs (`public_inputs`): an explicit `public_inputs` list of call expressions; else
   the entry-point calls in MBPP's `test_list` asserts; else the entry-point calls written in
   a HumanEval docstring (`>>> f(x)` and the `f(x) == y` / `f(x) ➞ y` styles alike).
-- Behaviour key: JSON of [["ok", repr(value)] | ["err", exception class]] per input.
+- Behaviour key: JSON of [["ok", canonical text of the value] | ["err", exception class]] per
+  input (`corl.tasks.code_values.canonical_text`; programs run in `corl.tasks.code_harness`).
 """
 
 from __future__ import annotations
@@ -188,8 +189,13 @@ def solution_program(text: str | None, problem: Mapping, opened_fence: bool = Fa
     return None
 
 
-def tests_source(problem: Mapping) -> str:
-    """The hidden tests: MBPP's setup + asserts, or HumanEval's `check` applied to the entry point."""
+def hidden_tests(problem: Mapping) -> tuple[str, str]:
+    """(setup, tests): MBPP's setup code and asserts, or HumanEval's `check` applied to the entry point."""
     if problem.get("test_list"):
-        return (problem.get("test_setup_code") or "") + "\n" + "\n".join(problem["test_list"]) + "\n"
-    return problem["test"] + f"\ncheck({problem['entry_point']})\n"
+        return problem.get("test_setup_code") or "", "\n".join(problem["test_list"]) + "\n"
+    return "", problem["test"] + f"\ncheck({problem['entry_point']})\n"
+
+
+def trusted_prompt(problem: Mapping) -> str:
+    """HumanEval's prompt (its helpers the tests call), run apart from the solution; empty for MBPP."""
+    return "" if problem.get("test_list") else problem.get("prompt") or ""

@@ -1,92 +1,125 @@
-"""Running completions' programs in the sandbox: behaviour keys for votes, hidden tests for the gold reward."""
+"""Running completions' programs in the sandbox: behaviour keys for votes, hidden tests for the gold reward.
+
+Every program runs inside the harness of `corl.tasks.code_harness` (what it guarantees is
+written there), with its job and a fresh random nonce on stdin; only output lines that
+carry the nonce count. A test run passes only on the harness's one "pass" verdict with the
+run's second secret, its pass token: a program that exits early, in any way, leaves none
+and fails.
+"""
 
 from __future__ import annotations
 
 import json
+import secrets
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from corl.sandbox import Limits, Result, SandboxPool, Status, close_default_pool, default_pool
-from corl.tasks.code import public_inputs, solution_program, tests_source
+from corl.tasks import code_harness
+from corl.tasks.code import entry_point, hidden_tests, public_inputs, solution_program, trusted_prompt
 
-_SENTINEL = "\x1eCORL-BEHAVIOUR "
 LOAD_S = 5.0  # defining the solution (imports, module-level code)
 PER_INPUT_S = 2.0  # one public input; a loop on one input costs only that input
+START_S = 2.0  # the harness's own start (interpreter, module copies) on a loaded machine
 TEST_LIMITS = Limits(wall_s=15.0, cpu_s=15)
-
-_HARNESS = r"""
-import hashlib as _h, json as _j, os as _o, re as _re, signal as _s, sys as _y
-_SOL, _SETUP, _CALLS, _LOAD, _PER = {sol!r}, {setup!r}, {calls!r}, {load!r}, {per!r}
-def _alarm(*_):
-    raise TimeoutError("per-input time limit")
-_s.signal(_s.SIGALRM, _alarm)
-_out = _y.stdout
-_y.stdout = open(_o.devnull, "w")
-def _emit(i, tag, value):
-    _out.write({sentinel!r} + _j.dumps([i, tag, value]) + "\n")
-    _out.flush()
-def _canon(v):
-    r = _re.sub(r" at 0x[0-9a-fA-F]+", " at 0x", repr(v))
-    return r if len(r) <= 4000 else r[:4000] + "...sha1:" + _h.sha1(r.encode()).hexdigest()
-_ns = {{"__name__": "solution"}}
-try:
-    _s.setitimer(_s.ITIMER_REAL, _LOAD)
-    exec(compile(_SOL, "solution.py", "exec"), _ns)
-    if _SETUP:
-        exec(compile(_SETUP, "setup.py", "exec"), _ns)
-    _s.setitimer(_s.ITIMER_REAL, 0)
-except BaseException as _e:
-    _s.setitimer(_s.ITIMER_REAL, 0)
-    _emit(-1, "err", type(_e).__name__)
-    raise SystemExit(0)
-for _i, _c in enumerate(_CALLS):
-    try:
-        _s.setitimer(_s.ITIMER_REAL, _PER)
-        _r = _canon(eval(_c, _ns))
-        _s.setitimer(_s.ITIMER_REAL, 0)
-        _emit(_i, "ok", _r)
-    except BaseException as _e:
-        _s.setitimer(_s.ITIMER_REAL, 0)
-        _emit(_i, "err", type(_e).__name__)
-"""
-
-_TESTS = r"""
-_ns = {{"__name__": "solution"}}
-exec(compile({sol!r}, "solution.py", "exec"), _ns)
-exec(compile({tests!r}, "tests.py", "exec"), _ns)
-"""
+PROGRAM = code_harness.program()  # the same main.py for every run: the job comes on stdin
+# Inputs without a line from the harness: what ended the run before it reached them.
+_MISSING = {
+    Status.TIMEOUT: "TimeoutError",
+    Status.MEMORY: "MemoryError",
+    Status.OUTPUT_LIMIT: "OutputLimit",
+    Status.KILLED: "Killed",
+}
 
 
-def behaviour_program(solution: str, calls: Sequence[str], setup: str = "") -> str:
-    """A program that defines `solution` then prints one sentinel line per call: its repr or its error kind."""
-    return _HARNESS.format(sol=solution, setup=setup, calls=list(calls), load=LOAD_S, per=PER_INPUT_S, sentinel=_SENTINEL)
+@dataclass(frozen=True)
+class TestRun:
+    """One program's hidden-test outcome."""
+
+    __test__ = False  # not a pytest class
+
+    passed: bool
+    status: str  # ok (passed), error (a test or the solution raised), memory, exit (no verdict), or the sandbox's timeout/output_limit/killed
+    error: str | None
+    wall_s: float
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def harness_lines(stdout: str, nonce: str) -> list[str]:
+    """The payloads of the lines the harness wrote in this run (those that carry its nonce)."""
+    prefix = code_harness.MARK + nonce + " "
+    return [line[len(prefix) :] for line in stdout.split("\n") if line.startswith(prefix)]  # not splitlines(): \x1e splits it
+
+
+def _job(mode: str, nonce: str, solution: str, problem: Mapping, **fields) -> str:
+    with warnings.catch_warnings():  # MBPP's reference code holds "\\d" in plain strings: parsing it warns
+        warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
+        entry = entry_point(problem)
+    job = {"mode": mode, "nonce": nonce, "solution": solution, "entry_point": entry, "prompt": trusted_prompt(problem)}
+    return json.dumps({**job, **fields})
+
+
+def behaviour_job(solution: str, calls: Sequence[str], problem: Mapping, nonce: str) -> str:
+    """The harness's stdin for the public calls of `problem` on `solution`."""
+    setup = problem.get("test_setup_code") or ""
+    return _job("behaviour", nonce, solution, problem, setup=setup, calls=list(calls), load_s=LOAD_S, per_s=PER_INPUT_S)
+
+
+def tests_job(solution: str, problem: Mapping, nonce: str, pass_token: str) -> str:
+    """The harness's stdin for the hidden tests of `problem` on `solution`."""
+    setup, tests = hidden_tests(problem)
+    return _job("tests", nonce, solution, problem, setup=setup, tests=tests, pass_token=pass_token)
 
 
 def behaviour_limits(n_inputs: int) -> Limits:
-    budget = LOAD_S + PER_INPUT_S * n_inputs + 2.0
+    budget = LOAD_S + PER_INPUT_S * n_inputs + START_S
     return Limits(wall_s=budget, cpu_s=int(budget) + 1)
 
 
-def behaviour_key(stdout: str, n_inputs: int, all_errors_count: bool = False) -> str | None:
-    """The vote key from a harness run's stdout; None when no input produced a value (unless all_errors_count).
+def behaviour_key(
+    stdout: str, nonce: str, n_inputs: int, status: Status = Status.OK, all_errors_count: bool = False
+) -> str | None:
+    """The vote key from a harness run: JSON of [tag, text] per input; None when no input made a value (unless all_errors_count).
 
-    Inputs the run never reached (it was killed) read as TimeoutError. The last line per
-    input wins, so a solution that prints fake sentinel lines cannot overwrite the harness.
+    Inputs the harness never reported read as the way the run ended (TimeoutError, MemoryError,
+    OutputLimit, Killed, else EarlyExit): a program that exits cannot leave a forged value behind.
     """
-    seen: dict[int, list] = {}
-    for line in stdout.split("\n"):  # not splitlines(): it also splits at the \x1e that starts the sentinel
-        if line.startswith(_SENTINEL):
-            try:
-                i, tag, value = json.loads(line[len(_SENTINEL) :])
-            except (ValueError, TypeError):
-                continue
-            seen[i] = [tag, value]
+    seen: dict[int, list[str]] = {}
+    for payload in harness_lines(stdout, nonce):
+        index, _, rest = payload.partition(" ")
+        tag, _, text = rest.partition(" ")
+        if tag in ("ok", "err") and index.lstrip("-").isdigit():
+            seen.setdefault(int(index), [tag, text])
     if -1 in seen:
         outcome = [["err", seen[-1][1]]] * n_inputs
     else:
-        outcome = [seen.get(i, ["err", "TimeoutError"]) for i in range(n_inputs)]
+        outcome = [seen.get(i, ["err", _MISSING.get(status, "EarlyExit")]) for i in range(n_inputs)]
     if n_inputs == 0 or (not all_errors_count and all(tag == "err" for tag, _ in outcome)):
         return None
     return json.dumps(outcome, ensure_ascii=False)
+
+
+def test_outcome(result: Result, nonce: str, pass_token: str) -> TestRun:
+    """Passed only on the harness's one verdict "pass <token>"; no verdict is a failure named by how the run ended."""
+    verdicts = [p for p in harness_lines(result.stdout, nonce) if p.startswith(("pass", "fail "))]
+    wall = result.wall_s
+    if verdicts == ["pass " + pass_token]:
+        return TestRun(True, "ok", None, wall)
+    if len(verdicts) > 1 or (verdicts and not verdicts[0].startswith("fail ")):
+        return TestRun(False, "error", f"forged: {len(verdicts)} verdicts, or a pass without this run's token", wall)
+    if verdicts:
+        error = verdicts[0][len("fail ") :]
+        return TestRun(False, "memory" if error.startswith("MemoryError") else "error", error, wall)
+    if result.status not in (Status.OK, Status.ERROR):
+        return TestRun(
+            False, result.status.value, ": ".join(str(x) for x in (result.error_kind, result.error_message) if x), wall
+        )
+    why = f" ({result.error_kind}: {result.error_message})" if result.error_kind else ""
+    return TestRun(False, "exit", f"exit: the program ended before its tests did, exit code {result.returncode}{why}", wall)
 
 
 def _pool(pool: SandboxPool | None) -> SandboxPool:
@@ -108,15 +141,15 @@ def code_answers(
     rows = [problems] * len(texts) if isinstance(problems, Mapping) else list(problems)
     programs = [solution_program(t, p, opened_fence) for t, p in zip(texts, rows, strict=True)]
     calls = [public_inputs(p) for p in rows]
-    jobs = [
-        (i, behaviour_program(prog, c, p.get("test_setup_code") or ""), behaviour_limits(len(c)))
-        for i, (prog, c, p) in enumerate(zip(programs, calls, rows))
-        if prog is not None and c
-    ]
-    futures = [(i, _pool(pool).submit(src, None, lim)) for i, src, lim in jobs]
+    futures = []
+    for i, (prog, c, p) in enumerate(zip(programs, calls, rows)):
+        if prog is not None and c:
+            nonce = new_nonce()
+            futures.append((i, nonce, _pool(pool).submit(PROGRAM, behaviour_job(prog, c, p, nonce), behaviour_limits(len(c)))))
     keys: list[str | None] = [None] * len(texts)
-    for i, fut in futures:
-        keys[i] = behaviour_key(fut.result().stdout, len(calls[i]), all_errors_count)
+    for i, nonce, fut in futures:
+        result = fut.result()
+        keys[i] = behaviour_key(result.stdout, nonce, len(calls[i]), result.status, all_errors_count)
     answers = [prog if key is not None else None for prog, key in zip(programs, keys)]
     return answers, keys
 
@@ -133,20 +166,16 @@ def code_answers_grouped(
     )
 
 
-def test_program(solution: str, problem: Mapping) -> str:
-    """A program that defines `solution` and runs the hidden tests; it exits 0 exactly when they pass."""
-    return _TESTS.format(sol=solution, tests=tests_source(problem))
-
-
 def run_tests(
     programs: Sequence[str | None], problems: Sequence[Mapping], pool: SandboxPool | None = None, limits: Limits | None = None
-) -> list[Result | None]:
-    """Hidden-test results of already-built solution programs (None in, None out)."""
+) -> list[TestRun | None]:
+    """Hidden-test outcomes of already-built solution programs (None in, None out)."""
+    run_secrets = [(new_nonce(), new_nonce()) for _ in programs]  # (nonce, pass token) per run
     futures = [
-        _pool(pool).submit(test_program(prog, p), None, limits or TEST_LIMITS) if prog is not None else None
-        for prog, p in zip(programs, problems, strict=True)
+        _pool(pool).submit(PROGRAM, tests_job(prog, p, *secret), limits or TEST_LIMITS) if prog is not None else None
+        for prog, p, secret in zip(programs, problems, run_secrets, strict=True)
     ]
-    return [f.result() if f is not None else None for f in futures]
+    return [test_outcome(f.result(), *secret) if f is not None else None for f, secret in zip(futures, run_secrets)]
 
 
 def passes_tests_batch(
@@ -158,7 +187,7 @@ def passes_tests_batch(
     """Gold reward per completion: its program passes the problem's hidden tests."""
     rows = [problems] * len(texts) if isinstance(problems, Mapping) else list(problems)
     programs = [solution_program(t, p, opened_fence) for t, p in zip(texts, rows, strict=True)]
-    return [r is not None and r.status is Status.OK for r in run_tests(programs, rows, pool)]
+    return [r is not None and r.passed for r in run_tests(programs, rows, pool)]
 
 
 def passes_tests(text: str | None, problem: Mapping, pool: SandboxPool | None = None, opened_fence: bool = False) -> bool:

@@ -1,0 +1,75 @@
+"""The datasets' own solutions through the code test harness: HumanEval 164/164, MBPP 500/500, and what the harness costs.
+
+    .venv/bin/python benchmarks/code_reference.py [--data ../shared/data] [--wall 60] [--workers 2]
+
+Every canonical HumanEval solution and every MBPP test reference program runs through
+`corl.code_eval.evaluate` (the harness of corl.tasks.code_harness, as `corl eval --task
+code` grades), then, in the same run, the same programs as a bare script (solution, then
+tests, in one namespace: the pre-harness way) for the time ratio. The wall limit is raised
+from the graders' 15 s so that a loaded machine does not turn MBPP's slowest reference
+(task 123, ~5 s idle) into a timeout; the pass counts are the point, timings are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from corl.code_eval import evaluate, load_humaneval, load_mbpp, program_for, reference_solution
+from corl.sandbox import Limits, SandboxPool, Status
+from corl.tasks.code import hidden_tests
+from corl.tasks.code_exec import run_tests
+
+
+def harness_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[int, list, float]:
+    """(passed, failed records, seconds) of the references through the harness."""
+    suffix = "\n[DONE]" if style == "mbpp" else ""
+    programs = [program_for(r, reference_solution(r) + suffix, style) for r in rows]
+    start = time.perf_counter()
+    runs = run_tests(programs, rows, pool, limits)
+    elapsed = time.perf_counter() - start
+    report = evaluate(rows[:1], [[reference_solution(rows[0]) + suffix]], style, pool=pool)  # the eval path itself
+    assert report.records[0].passed, report.records[0]
+    failed = [(r["task_id"], run.status, run.error) for r, run in zip(rows, runs) if not run.passed]
+    return len(rows) - len(failed), failed, elapsed
+
+
+def bare_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[int, float]:
+    """(programs that exited 0, seconds): solution and tests exec'd in one namespace, no harness."""
+    suffix = "\n[DONE]" if style == "mbpp" else ""
+    sources = []
+    for r in rows:
+        setup, tests = hidden_tests(r)
+        solution = program_for(r, reference_solution(r) + suffix, style)
+        sources.append(f"_ns = {{'__name__': 'solution'}}\nexec({solution!r}, _ns)\nexec({setup + chr(10) + tests!r}, _ns)\n")
+    start = time.perf_counter()
+    results = pool.map(sources, limits=limits)
+    return sum(r.status is Status.OK for r in results), time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--wall", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    limits = Limits(wall_s=args.wall, cpu_s=int(args.wall))
+    suites = (
+        ("HumanEval", load_humaneval(Path(args.data) / "humaneval" / "test.jsonl"), "humaneval"),
+        ("MBPP", load_mbpp(Path(args.data) / "mbpp" / "test.jsonl"), "mbpp"),
+    )
+    with SandboxPool(workers=args.workers) as pool:
+        for name, rows, style in suites:
+            passed, failed, harness_s = harness_pass(rows, style, pool, limits)
+            bare_ok, bare_s = bare_pass(rows, style, pool, limits)
+            print(
+                f"{name}: harness {passed}/{len(rows)} in {harness_s:.1f} s; bare {bare_ok}/{len(rows)} in {bare_s:.1f} s; "
+                f"harness/bare time x{harness_s / bare_s:.2f}"
+            )
+            for f in failed:
+                print("  failed:", f)
+
+
+if __name__ == "__main__":
+    main()
