@@ -15,7 +15,7 @@ class DataParallel:
     """The ranks that hold one agent's model (its "dp" group) and how their gradients meet.
 
     The default, size 1, is a single copy: every method is then the identity. With plain
-    data parallelism (CPU/gloo, or GPUs without FSDP) each rank holds a full copy and
+    data parallelism (no FSDP) each rank holds a full copy and
     `sum_gradients` adds the ranks' gradients; under FSDP2 (`mesh` set) the backward pass
     reduce-scatters them itself.
     """

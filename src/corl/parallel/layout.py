@@ -4,9 +4,10 @@ A world of P processes is split between the N agents (`plan_layout`):
 
   P >= N  P must be a multiple of N. Agent n owns the D = P // N ranks n*D ... n*D + D-1: a
           device mesh ("agent", "dp") of shape (N, D). The agent's model is replicated over
-          its own "dp" ranks (gradients summed by all-reduce: `DataParallel`) or, on GPUs with
-          distributed.fsdp, sharded by FSDP2 over that 1-D "dp" sub-mesh only (fully_shard
-          on the 2-D mesh would be HSDP, which averages gradients *across* agents). Every rank
+          its own "dp" ranks (gradients summed by all-reduce: `DataParallel`) or, with
+          distributed.fsdp (NCCL or gloo), sharded by FSDP2 over that 1-D "dp" sub-mesh only
+          (fully_shard on the 2-D mesh would be HSDP, which averages gradients *across*
+          agents). Every rank
           of an agent samples the same strided share of each batch as its peers' ranks of the
           same dp rank, so every exchange covers the same prompt ids.
   P <  N  each process hosts several whole agents (distributed.placement: contiguous blocks
