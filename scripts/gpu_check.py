@@ -7,10 +7,11 @@ BPE) are built here with corl.tiny and taught the answer format in a few seconds
 
   A  one process: 2 agents, bf16 autocast + gradient checkpointing, 3 Co-RL steps
   B  torchrun, 1 GPU: FSDP2 (+ bf16 mixed precision, gradient checkpointing), 2 agents on
-     the one rank: 2 steps and a checkpoint, then a resume from it to step 4
+     the one rank: 2 steps and a sharded checkpoint (DCP), then a resume from it to step 4
   C  FSDP2 parity: the same GRPO update with and without FSDP2 (fp32, clipping on)
-  D  LoRA (if peft imports) under FSDP2 + bf16: 2 steps; the saved checkpoint (adapters
-     merged into the weights) loads with from_pretrained and differs from the base model
+  D  LoRA (if peft imports) under FSDP2 + bf16 + gradient checkpointing: 2 steps with
+     sharded (DCP) checkpoints, a resume to step 3; the saved folder (adapters merged into
+     the weights) loads with from_pretrained and differs from the base model
   E  vLLM (if vLLM's CUDA build imports; scripts/gpu_check_vllm.py): the colocated rollout
      engine, weight sync, sleep mode, LoRA, FSDP2 under torchrun, corl train on it
 
@@ -164,7 +165,7 @@ def check_fsdp_and_resume(out: Path, models, data) -> None:
     if first.returncode:
         report("B FSDP2 + bf16 + checkpointing under torchrun", False, first.stdout[-1500:] + first.stderr[-2500:])
         return
-    why = trained(out / "B", 2)
+    why = trained(out / "B", 2) or sharded_missing(out / "B", 2)
     try:
         from transformers import AutoModelForCausalLM
 
@@ -177,6 +178,13 @@ def check_fsdp_and_resume(out: Path, models, data) -> None:
     resumed = corl("train", str(cfg), "--resume", str(out / "B"), torchrun=True)  # cfg: 4 steps; the run's own says 2
     why = resumed.stderr[-2500:] if resumed.returncode else trained(out / "B", 4)
     report("B resume an FSDP2 run from its checkpoint (steps 2-3)", not why, why)
+
+
+def sharded_missing(run: Path, step: int, names=("llama", "qwen")) -> str:
+    """'' if every agent of the checkpoint after `step` steps holds its FSDP2 shards (DCP), else which does not."""
+    folder = run / "checkpoints" / f"step_{step:06d}"
+    missing = [n for n in names if not (folder / n / "sharded" / ".metadata").is_file()]
+    return f"no sharded (DCP) checkpoint for {missing} in {folder}" if missing else ""
 
 
 def check_fsdp_parity(out: Path) -> None:
@@ -264,12 +272,16 @@ def check_lora(out: Path, models, data) -> None:
         models,
         data,
         "D",
-        cohort={"steps": 2},
-        compute={"bf16": True, "lora": {"r": 8, "alpha": 16}},
+        cohort={"steps": 3},
+        logging={"checkpoint_every": 1},
+        compute={"bf16": True, "gradient_checkpointing": True, "lora": {"r": 8, "alpha": 16}},
         distributed={"fsdp": True, "timeout_s": 120},
     )
-    proc = corl("train", str(cfg), torchrun=True)
-    why = proc.stdout[-1000:] + proc.stderr[-2500:] if proc.returncode else trained(out / "D", 2)
+    proc = corl("train", str(cfg), "--set", "cohort.steps=2", torchrun=True)
+    why = proc.stdout[-1000:] + proc.stderr[-2500:] if proc.returncode else trained(out / "D", 2) or sharded_missing(out / "D", 2)
+    if not why:  # the sharded adapters and optimizer resume (from the step-2 checkpoint) to step 3
+        resumed = corl("train", str(cfg), "--resume", str(out / "D"), torchrun=True)
+        why = resumed.stdout[-1000:] + resumed.stderr[-2500:] if resumed.returncode else trained(out / "D", 3)
     if not why:
         from transformers import AutoModelForCausalLM
 
@@ -277,7 +289,7 @@ def check_lora(out: Path, models, data) -> None:
         base = AutoModelForCausalLM.from_pretrained(models["llama-char"])
         moved = max(float((a - b).abs().max()) for a, b in zip(merged.parameters(), base.parameters()))
         why = "" if moved > 0 else "the merged checkpoint equals the base model: the adapters did not train or merge"
-    report("D LoRA + FSDP2 + bf16 under torchrun, merged checkpoint", not why, why)
+    report("D LoRA + FSDP2 + bf16 + checkpointing under torchrun: sharded checkpoint, resume, merged folder", not why, why)
 
 
 def check_vllm(out: Path, models, data) -> None:

@@ -11,11 +11,13 @@
 #      itself without dependencies (editable; falls back to PYTHONPATH=src);
 #   3. checks that torch sees CUDA and that corl's imports resolve;
 #   4. runs scripts/gpu_check.py: tiny models built locally (corl.tiny, nothing from a hub),
-#      Co-RL steps with bf16 + gradient checkpointing, FSDP2 under torchrun (world size 1)
-#      with a checkpoint and a resume, an FSDP2-vs-plain update parity check, and LoRA
-#      under FSDP2 (skipped with a note if peft is missing), and the vLLM rollout engine
-#      (colocated, sleep mode, weight sync under FSDP2 and LoRA, corl train on it; skipped
-#      with a note where vLLM's CUDA build is not installed).
+#      Co-RL steps with bf16 + gradient checkpointing, FSDP2 on NCCL under torchrun (world
+#      size 1: one GPU) with sharded (DCP) checkpoints and resumes, an FSDP2-vs-plain update
+#      parity check, LoRA + bf16 + gradient checkpointing under FSDP2 (skipped with a note if
+#      peft is missing), and the vLLM rollout engine (colocated, sleep mode, weight sync under
+#      FSDP2 and LoRA, corl train on it with FSDP2 + LoRA + bf16 and a resume; skipped with a
+#      note where vLLM's CUDA build is not installed). Several ranks per agent need several
+#      GPUs (NCCL puts one rank on one GPU); CI runs those on CPU over gloo.
 # Output of every run goes to $OUT_DIR (default $OUT/corl-gpu-check if $OUT is set, else
 # /tmp/corl-gpu-check); the summary is also written to $OUT_DIR/summary.txt.
 set -uo pipefail

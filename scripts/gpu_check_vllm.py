@@ -13,7 +13,8 @@ sees no CUDA device, the section prints one PASS line saying it was skipped.
   E5 torchrun (world 1) + FSDP2, then + LoRA: the external_launcher engine, DTensor shards
      gathered by the sync; close() leaves the trainer's process group up
   E6 corl train with rollout.engine=vllm: 2 agents, 2 steps + checkpoint, resume to 3;
-     then the same under torchrun with FSDP2
+     then under torchrun with FSDP2 + LoRA + bf16 + gradient checkpointing on NCCL: sharded
+     checkpoints, a resume whose engines must sample from the restored weights
 
 The engine checks run in child processes (a crash or a leak there cannot take the other
 checks down). Log-prob tolerance on the GPU: 5e-3 per token (fp32 with TF32 off, but
@@ -264,12 +265,35 @@ def _check_train(out: Path, models, data, report, config, corl, trained) -> None
         why = resumed.stdout[-1000:] + resumed.stderr[-2500:] if resumed.returncode else trained(out / "E6", 3)
     report("E6 corl train on vLLM: 2 agents, 2 steps, resume to 3", not why, why or f"{time.perf_counter() - t:.0f} s")
 
-    cfg = config(out, models, data, "E6-fsdp", cohort={"steps": 2}, distributed={"fsdp": True, "timeout_s": 300})
+    cfg = config(
+        out,
+        models,
+        data,
+        "E6-fsdp",
+        cohort={"steps": 3},
+        logging={"checkpoint_every": 1},
+        compute={"bf16": True, "gradient_checkpointing": True, "lora": {"r": 8, "alpha": 16}},
+        distributed={"fsdp": True, "timeout_s": 300},
+    )
     t = time.perf_counter()
-    proc = corl("train", str(cfg), *engine, torchrun=True, timeout=900)
-    why = proc.stdout[-1000:] + proc.stderr[-2500:] if proc.returncode else trained(out / "E6-fsdp", 2)
+    proc = corl("train", str(cfg), *engine, "--set", "cohort.steps=2", torchrun=True, timeout=900)
+    run = out / "E6-fsdp"
+    why = proc.stdout[-1000:] + proc.stderr[-2500:] if proc.returncode else trained(run, 2)
+    if not why and not (run / "checkpoints" / "step_000002" / "llama" / "sharded" / ".metadata").is_file():
+        why = "no sharded (DCP) checkpoint after step 2"
+    if not why:  # the engines are built before the checkpoint loads: the resume must sync them to it
+        resumed = corl("train", str(cfg), "--resume", str(run), *engine, torchrun=True, timeout=900)
+        why = resumed.stdout[-1000:] + resumed.stderr[-2500:] if resumed.returncode else trained(run, 3)
+    if not why:
+        from corl.tracking import read_metrics
+
+        last = read_metrics(run, "train")[-1]
+        gaps = {k: v for k, v in last.items() if k.endswith("mismatch_logratio_mean") and abs(v) > 0.05}
+        why = f"after the resume the engine samples from other weights than the trainer's: {gaps}" if gaps else ""
     report(
-        "E6 corl train on vLLM under torchrun + FSDP2 (2 agents on one rank)", not why, why or f"{time.perf_counter() - t:.0f} s"
+        "E6 corl train on vLLM under torchrun + FSDP2 + LoRA + bf16 + checkpointing: sharded checkpoint, resume",
+        not why,
+        why or f"{time.perf_counter() - t:.0f} s",
     )
 
 

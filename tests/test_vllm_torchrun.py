@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+import torch
+import yaml
 
 try:
     import vllm  # noqa: F401
@@ -125,3 +129,134 @@ def test_fsdp2_sharded_policies_sync_into_external_launcher_engines(tmp_path):
         assert r["moved"] > 0.05, r  # the step changed what the engine must now say
         assert r["synced"] < LOGPROB_ATOL, r  # and the sync delivered it
         assert r["bytes"] > 0 and r["rows"] == 2
+
+
+# -- corl train: vLLM inside the sharded trainer ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vllm_models(tiny_data, tmp_path_factory) -> dict[str, Path]:
+    """conftest's two families with 2 heads of 32: vLLM's CPU attention has no kernel for head_dim 16."""
+    from conftest import _format_sft
+    from corl.tiny.families import build_random_model
+    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+
+    problems = [json.loads(line)["problem"] for line in tiny_data["train"].read_text().splitlines()]
+    corpus = [p + "\n\\boxed{" + str(i % 10) + "}" for i, p in enumerate(problems * 4)]
+    root = tmp_path_factory.mktemp("vllm-fsdp-models")
+    for i, (name, arch, tok) in enumerate(
+        (("llama-char", "llama", char_tokenizer()), ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300)))
+    ):
+        model = build_random_model(arch, tok, hidden=64, layers=2, heads=2, ffn=128, seed=i)
+        _format_sft(model, tok, problems, seed=i)
+        model.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+    return {"llama-char": root / "llama-char", "qwen2-bpe": root / "qwen2-bpe"}
+
+
+def _torchrun_train(cwd: Path, config: Path, run: str, *args: str) -> str:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", "-m", "corl", "train"]
+    proc = subprocess.run(
+        [*cmd, str(config), "-o", run, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return proc.stdout
+
+
+def _greedy_texts(model, tok, prompts: list[str]) -> list[str]:
+    from corl.rollout import HFGenerateEngine, SamplingParams
+
+    return HFGenerateEngine(model, tok).generate(prompts, 1, SamplingParams(temperature=0.0, max_new_tokens=16)).texts
+
+
+def test_corl_train_on_vllm_with_fsdp2_and_lora_on_two_agents_by_two_ranks(tmp_path, vllm_models, tiny_data):
+    """As a user runs it: torchrun, 4 ranks, 2 agents (Llama + Qwen2) x 2 FSDP2 ranks, LoRA,
+    rollout.engine vllm (one engine per rank, external_launcher), a sharded checkpoint after
+    every step. Then the step-1 checkpoint resumes: the engines must start from the restored
+    weights (built before the checkpoint loads, they are synced after it), so the resumed step
+    samples what the uninterrupted one sampled and the sampler agrees with the trainer.
+    Last, the final checkpoint's agent folder (LoRA merged, written from 2 ranks' shards) loads
+    with from_pretrained and in vLLM, and both generate the greedy text of the trainer's model
+    (the base model with the checkpoint's sharded adapters loaded into it)."""
+    pytest.importorskip("peft")
+    from conftest import tiny_config
+    from corl.tracking import read_metrics
+
+    raw = tiny_config(
+        tmp_path,
+        vllm_models,
+        tiny_data,
+        agents=2,
+        cohort={"steps": 2},
+        logging={"checkpoint_every": 1, "tensorboard": False},
+        rollout={"engine": "vllm", "max_model_len": 128},
+        compute={"lora": {"r": 4, "alpha": 16}},
+        distributed={"fsdp": True, "timeout_s": 300},
+    )
+    raw["agents"] = [{**a, "lr": 1e-2} for a in raw["agents"]]
+    raw["data"].pop("val")  # validation adds engine time, not coverage
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    _torchrun_train(tmp_path, config, "run")
+    records = read_metrics(tmp_path / "run", "train")
+    assert [r["step"] for r in records] == [0, 1]
+    for name in ("agent0", "agent1"):
+        stepped = [r for r in records if r[f"{name}/optimizer_steps"]]
+        assert stepped, f"{name} never updated"
+        assert all(r[f"{name}/sync_bytes"] > 0 for r in stepped)
+        # float32 engine and trainer on the same weights: the sampler's log-probs are the trainer's
+        assert all(r[f"{name}/mismatch_logratio_max"] < 1e-3 for r in records if f"{name}/mismatch_logratio_max" in r)
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "run", resumed)
+    shutil.rmtree(resumed / "checkpoints" / "step_000002")
+    (resumed / "checkpoints" / "latest").write_text("step_000001")
+    _torchrun_train(tmp_path, config, "resumed", "--resume", "resumed")
+    again = {r["step"]: r for r in read_metrics(resumed, "train")}
+    for name in ("agent0", "agent1"):
+        for key in ("reward_mean", "reward_std", "active_sequences", "mean_length"):
+            if f"{name}/{key}" in records[1]:
+                assert again[1][f"{name}/{key}"] == records[1][f"{name}/{key}"], (name, key)
+        if f"{name}/mismatch_logratio_max" in again[1]:
+            assert again[1][f"{name}/mismatch_logratio_max"] < 1e-3, again[1]  # a stale engine: ~1e-1
+
+    from transformers import AutoModelForCausalLM
+
+    from corl.checkpoint_sharded import load_sharded
+    from corl.config import LoRAConfig
+    from corl.models import load_policy
+    from corl.models.prepare import add_lora
+
+    folder = tmp_path / "run" / "checkpoints" / "step_000002" / "agent0"
+    base, tok = load_policy(str(vllm_models["llama-char"]))
+    trainer_model = add_lora(base, LoRAConfig(r=4, alpha=16))
+    optimizer = torch.optim.AdamW([p for p in trainer_model.parameters() if p.requires_grad])
+    load_sharded(trainer_model, optimizer, folder / "sharded", None)  # one process reads both ranks' shards
+    problems = [json.loads(line)["problem"] for line in tiny_data["test"].read_text().splitlines()][:6]
+    prompts = [p + "\n" for p in problems]
+    expected = _greedy_texts(trainer_model.eval(), tok, prompts)
+    exported = AutoModelForCausalLM.from_pretrained(folder)
+    assert _greedy_texts(exported.eval(), tok, prompts) == expected
+    assert _vllm_greedy_texts(folder, tok, prompts) == expected
+    assert any(t.strip() for t in expected)
+
+
+def _vllm_greedy_texts(folder: Path, tok, prompts: list[str]) -> list[str]:
+    """vLLM started on the checkpoint folder as it lies on disk (weights, config, tokenizer)."""
+    import vllm
+    from vllm.inputs import TokensPrompt
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    llm = vllm.LLM(model=str(folder), dtype="float32", max_model_len=128, enforce_eager=True, kv_cache_memory_bytes=2**26, seed=0)
+    try:
+        params = vllm.SamplingParams(temperature=0.0, max_tokens=16, detokenize=False)
+        requests = [TokensPrompt(prompt_token_ids=tok(p)["input_ids"]) for p in prompts]
+        outputs = llm.generate(requests, params, use_tqdm=False)
+    finally:
+        del llm
+    return [tok.decode(out.outputs[0].token_ids, skip_special_tokens=True) for out in outputs]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from corl.checkpoint_sharded import SHARDED_FOLDER, load_sharded, save_sharded
 from corl.config import AgentConfig, ComputeConfig, GRPOConfig, RolloutConfig
 from corl.data import IMAGES_INPUT, Problem, PromptTemplate
 from corl.grpo import (
@@ -483,28 +484,31 @@ class Agent:
         return rows.numel() / n_total
 
     def state_dict(self) -> dict:
-        state = {"optimizer": self.dp.full_optimizer_state(self.optimizer)}  # a collective under FSDP
+        """The optimizer's (and an EMA teacher's) state, whole: without FSDP every rank holds it all."""
+        state = {"optimizer": self.optimizer.state_dict()}
         if self.teacher is not None:
             state["teacher"] = self.teacher.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.dp.load_optimizer_state(self.optimizer, state["optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])
         if self.teacher is not None:
             self.teacher.load_state_dict(state["teacher"])
             # its engine was built from the policy's weights (the teacher's copy before this load)
             self.teacher_engine.sync_weights(self.teacher)
 
     def save(self, folder: Path) -> None:
-        """Write this agent: a Hugging Face model folder (weights, tokenizer) plus trainer.pt,
-        and with LoRA its unmerged adapters in folder/adapter/ (what a resume loads).
+        """Write this agent: a Hugging Face model folder (weights, tokenizer), with LoRA its
+        unmerged adapters in folder/adapter/, and what a resume needs: trainer.pt, or under
+        FSDP each rank's shards of the model and optimizer in folder/sharded/.
 
         Every rank of the agent's dp group calls it (gathering a sharded model is a
-        collective); its dp rank 0 writes.
+        collective); its dp rank 0 writes the folder.
         """
         self.dp.check_replicas(self.model)
         weights = self.dp.full_model_state(self.model)
-        state = self.state_dict()
+        if self.dp.fsdp:
+            save_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
         if self.dp.rank != 0:
             return
         save_policy(self.model, folder, weights)
@@ -514,4 +518,17 @@ class Agent:
             save_adapter(self.model, folder / ADAPTER_FOLDER, weights)
         # A processor writes its tokenizer and image processor: the folder loads with AutoProcessor.
         (self.processor or self.tokenizer).save_pretrained(folder)
-        torch.save(state, folder / "trainer.pt")
+        if not self.dp.fsdp:
+            torch.save(self.state_dict(), folder / "trainer.pt")
+
+    def load(self, folder: Path) -> None:
+        """Resume from what `save` wrote (the weights themselves came with the model folder or
+        the adapters), then hand the rollout engines the restored weights: an engine holding
+        its own copy (vLLM) was built before they were loaded."""
+        if (folder / SHARDED_FOLDER).is_dir():
+            load_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
+        else:
+            self.load_state_dict(torch.load(folder / "trainer.pt", weights_only=False))
+        self.engine.sync_weights(self.model)
+        if self.teacher_engine is not None:
+            self.teacher_engine.sync_weights(self.teacher)

@@ -60,14 +60,18 @@ class CheckpointError(RuntimeError):
 def checkpoint_bytes(agents) -> int:
     """About how many bytes one checkpoint of `agents` takes: the saved weights (LoRA adapters
     merged: the full model), AdamW's two moments per trainable parameter, an EMA teacher's
-    copy, plus 10% and 1 MiB for tokenizers and the loop state."""
+    copy, plus 10% and 1 MiB for tokenizers and the loop state. Under FSDP the trainable
+    weights are written once more (with the moments, as shards). An agent with several
+    data-parallel ranks is counted by its first (FSDP parameters report their whole size)."""
     total = 0
     for agent in agents:
+        if agent.dp.rank != 0:
+            continue
         params = list(agent.model.parameters())
         weights = sum(p.numel() * p.element_size() for p in params)  # LoRA's own few are counted too: a margin
-        moments = sum(2 * p.numel() * p.element_size() for p in params if p.requires_grad)
+        trainable = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
         teacher = sum(p.numel() * p.element_size() for p in agent.teacher.parameters()) if agent.teacher is not None else 0
-        total += weights + moments + teacher
+        total += weights + (3 if agent.dp.fsdp else 2) * trainable + teacher
     return int(total * 1.1) + 2**20
 
 

@@ -46,6 +46,7 @@ from corl.checkpoint import (
     set_rng_state,
     verify_checkpoint,
 )
+from corl.checkpoint_sharded import agreed_checkpoint
 from corl.config import ConfigError, RunConfig, check_resume_config, dump_config, load_config
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
@@ -110,8 +111,9 @@ def answers_table(prompt_ids: tuple[str, ...], rows: list[list[PromptAnswers]], 
 
 def sampling_seed(seed: int, step: int, agent: int, dp_rank: int = 0) -> int:
     """A per-(run seed, step, agent, dp rank) sampling seed: an agent's samples do not
-    depend on which process hosts it or on what ran before, so a resumed run and a
-    multi-process run draw exactly what the uninterrupted single-process run draws."""
+    depend on which process hosts it or on what ran before, so a resumed run, and a
+    multi-process run with one rank per agent (or distributed.sampling: replicated), draw
+    exactly what the uninterrupted single-process run draws."""
     digest = hashlib.sha256(f"{seed}/{step}/{agent}/{dp_rank}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
@@ -189,19 +191,23 @@ def build_agent(
     check_weights(model, f"agents.{index}.model (agent {agent_cfg.name!r}) loaded from {str(weights_source)!r}")
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent_cfg.chat_template)
     ema = cfg.cohort.ema_momentum if label_source_spec(cfg.cohort.label_source).needs_teacher else None
-    agent = Agent(
-        agent_cfg,
-        model,
-        tokenizer,
-        template,
-        cfg.text_key(agent_cfg),
-        cfg.grpo,
-        cfg.rollout,
-        ema,
-        dp=dp,
-        compute=cfg.compute,
-        processor=processor,
-    )
+    # An agent's random initial state (LoRA's adapters) must not depend on which agents its
+    # process built before it (all of them in one process, one under torchrun): its own seed.
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(sampling_seed(agent_cfg.seed if agent_cfg.seed is not None else cfg.cohort.seed, -1, index))
+        agent = Agent(
+            agent_cfg,
+            model,
+            tokenizer,
+            template,
+            cfg.text_key(agent_cfg),
+            cfg.grpo,
+            cfg.rollout,
+            ema,
+            dp=dp,
+            compute=cfg.compute,
+            processor=processor,
+        )
     if adapters is not None:
         try:
             load_adapter(agent.model, adapters)
@@ -287,7 +293,7 @@ class CohortTrainer:
 
         self.start_step = 0
         self.loop_state: dict = {"first_reward_std": {}}
-        checkpoint = latest_checkpoint(self.run_dir) if resume else None
+        checkpoint = agreed_checkpoint(self.run_dir, self.exchange) if resume else None
         if resume and checkpoint is None:
             raise FileNotFoundError(f"no checkpoint to resume in {self.run_dir}/checkpoints")
         if checkpoint is not None:
@@ -306,7 +312,7 @@ class CohortTrainer:
             self.loop_state = state["loop"]
             set_rng_state(state["rng"])
             for agent in self.agents.values():
-                agent.load_state_dict(torch.load(checkpoint / agent.name / "trainer.pt", weights_only=False))
+                agent.load(checkpoint / agent.name)
 
         # Only a source that declares reads_gold (GT-Reward) is handed the answer column.
         self.label_spec = label_source_spec(cfg.cohort.label_source)
@@ -342,9 +348,18 @@ class CohortTrainer:
         needed = sum(self.exchange.all_gather(checkpoint_bytes(self.agents.values()))) * at_once
         check_free_space(self.run_dir, needed, f"{at_once} checkpoint{'s' * (at_once > 1)} of every agent")
 
-    def _seed(self, step: int, n: int) -> int:
+    def _seed(self, step: int, n: int, dp_rank: int | None = None) -> int:
         base = self.cfg.agents[n].seed if self.cfg.agents[n].seed is not None else self.cfg.cohort.seed
-        return sampling_seed(base, step, n, self.placement.dp_rank)
+        return sampling_seed(base, step, n, self.placement.dp_rank if dp_rank is None else dp_rank)
+
+    def _sample_share(self, step: int, n: int, agent: Agent, batch: list[Problem], positions: list[int], k: int) -> Rollout:
+        """Agent n's samples of this process's prompts. distributed.sampling: replicated draws
+        the whole batch from dp rank 0's seed, as a single process does, and keeps the share."""
+        if self.cfg.distributed.sampling == "replicated" and self.placement.dp_size > 1:
+            torch.manual_seed(self._seed(step, n, dp_rank=0))
+            return self._sample(step, agent, batch, k).select_prompts(positions)
+        torch.manual_seed(self._seed(step, n))
+        return self._sample(step, agent, [batch[i] for i in positions], k)
 
     # -- Algorithm 1 -------------------------------------------------------------------
     def step(self, step: int) -> dict[str, float]:
@@ -362,8 +377,7 @@ class CohortTrainer:
         rollouts: dict[int, Rollout] = {}
         shard: dict[int, AgentShard] = {}
         for n, agent in self.agents.items():
-            torch.manual_seed(self._seed(step, n))
-            rollouts[n] = self._sample(step, agent, mine, k)
+            rollouts[n] = self._sample_share(step, n, agent, batch, positions, k)
             shard[n] = AgentShard(positions, self._answers(agent, rollouts[n], mine, k))
         t_sample = time.perf_counter()
 
@@ -511,15 +525,16 @@ class CohortTrainer:
         return out
 
     def checkpoint(self, steps_done: int) -> Path | None:
-        """Every agent's dp-rank 0 writes its agent (all its ranks take part: a sharded model
-        is gathered first); the main process writes the loop state."""
+        """Every agent's dp-rank 0 writes its agent's folder (all its ranks take part: a sharded
+        model is gathered, and each rank writes its shards); the rank that commits checkpoints
+        on each disk (the main process on a shared one) writes the loop state."""
         self.loop_state["health"] = self.monitor.state_dict()
         return save_checkpoint(
             self.run_dir,
             steps_done,
             list(self.agents.values()),
             self.loop_state,
-            write_state=self.placement.is_main,
+            write_state=self.placement.commits_checkpoints,
             barrier=self.exchange.barrier,
         )
 

@@ -301,7 +301,15 @@ class DistributedConfig(_Strict):
         "(0,1 | 2) or dealt round robin (0,2 | 1).",
     )
     fsdp: bool = Field(
-        False, description="Shard each agent's model over its own data-parallel ranks with FSDP2 (GPUs only; needs torchrun)."
+        False,
+        description="Shard each agent's model over its own data-parallel ranks with FSDP2 (needs torchrun; NCCL on GPUs, "
+        "gloo on CPU). Checkpoints then hold each rank's shards (torch.distributed.checkpoint) beside the plain HF folder.",
+    )
+    sampling: Literal["sharded", "replicated"] = Field(
+        "sharded",
+        description="How an agent's data-parallel ranks sample: each its share of the prompts (sharded), or every rank the "
+        "whole batch from one seed, keeping its share (replicated: the draws of a single process whatever the number of "
+        "ranks, so runs and resumes on different rank counts can be compared; costs the ranks-per-agent times the sampling).",
     )
     preempt_grace_s: float = Field(
         25.0,

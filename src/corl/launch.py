@@ -9,12 +9,20 @@
 
 This is the one module that imports both the trainer and the parallel pieces. Across
 agents only the answers table and per-step statistics travel, by all_gather_object over
-the whole world (gloo: objects are small). Agents of any architecture and size mix.
+the whole world (gloo: objects are small). Agents of any architecture and size mix. The
+same code runs on GPUs (NCCL) and CPUs (gloo), with distributed.fsdp or without.
 
-Failure: the first rank to fail writes RUN_DIR/failure.json, and every rank exits
-non-zero (torchrun then stops the rest). Multi-node: checkpoints and metrics are written
-into the run directory by several ranks, so it must be on a filesystem that every node
-sees; training itself needs none.
+Failure: the first rank to fail writes RUN_DIR/failure.json (on its node), and every rank
+exits non-zero (torchrun then stops the rest).
+
+Multi-node: RUN_DIR may be on a disk every node sees or on each node's own. At start the
+ranks find out which of them see the same RUN_DIR; on each disk one rank commits the
+checkpoints (corl.checkpoint_sharded). Without a shared disk each node holds its own
+agents' checkpoint parts and a loop state, the main rank's node alone holds metrics.jsonl,
+tensorboard/ and config.yaml, and a resume takes the newest checkpoint every node holds.
+An agent's ranks must then share one node (refused otherwise: its checkpoint would be
+split); a node must keep its RUN_DIR across restarts. Tested with two launchers on one
+machine, each in its own folder (tests/test_distributed_fsdp.py).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -33,6 +42,7 @@ import torch
 import torch.distributed as dist
 
 from corl.checkpoint import latest_checkpoint
+from corl.checkpoint_sharded import disks
 from corl.cohort import CohortTrainer, Preempted
 from corl.config import ConfigError, RunConfig
 from corl.models import resolve_device
@@ -141,11 +151,6 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     layout = plan_layout([a.name for a in cfg.agents], world, cfg.distributed.placement)
     device = _device(cfg)
-    if cfg.distributed.fsdp and device.type != "cuda":
-        raise ConfigError(
-            "distributed.fsdp runs on GPUs only: FSDP2 over gloo averages gradients wrongly (pytorch#162338). "
-            "On CPU leave it off: each agent's ranks then use plain data parallelism"
-        )
     if layout.dp_size > cfg.cohort.prompts_per_step:
         raise ConfigError(
             f"each agent has {layout.dp_size} data-parallel ranks but cohort.prompts_per_step is {cfg.cohort.prompts_per_step}: "
@@ -170,14 +175,16 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     try:
         # Objects travel over gloo: NCCL would move every pickled table through the GPU.
         objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
+        exchange = WorldExchange(heartbeat, objects)
         dp = _data_parallel(layout, rank, device, backend, timeout, heartbeat, cfg.distributed.fsdp)
-        placement = layout.placement(rank)
+        placement = replace(layout.placement(rank), commits_checkpoints=_commits_checkpoints(run_dir, rank, layout, exchange))
+        resume = any(exchange.all_gather(resume))  # a node without a shared disk may hold no checkpoint: it is told
         trainer = CohortTrainer(
             cfg,
             run_dir,
             resume=resume,
             placement=placement,
-            exchange=WorldExchange(heartbeat, objects),
+            exchange=exchange,
             device=device,
             data_parallel=dp,
         )
@@ -205,6 +212,24 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     heartbeat.stop_beating()
     dist.destroy_process_group()
     return last if rank == 0 else None
+
+
+def _commits_checkpoints(run_dir: Path, rank: int, layout: Layout, exchange: WorldExchange) -> bool:
+    """Whether this rank commits the checkpoints on its disk: rank 0 when every node sees the
+    run directory, else the first rank of each node (corl.checkpoint_sharded)."""
+    try:
+        disk = disks(run_dir, rank, exchange)
+    except OSError as err:
+        raise ConfigError(f"output directory {str(run_dir)!r} cannot be written on {os.uname().nodename}: {err}") from err
+    for first in range(0, layout.world, layout.dp_size):
+        ranks = layout.dp_ranks(first)
+        if len({disk[r] for r in ranks}) > 1:
+            raise ConfigError(
+                f"{layout.describe(list(ranks))} do not all see the same run directory {str(run_dir)!r}: the agent's "
+                "checkpoint would be split between nodes. Put each agent's ranks on one node (--nproc-per-node a multiple "
+                "of the ranks per agent) or the run directory on a disk every node sees"
+            )
+    return disk[rank] == rank
 
 
 def _data_parallel(

@@ -15,7 +15,7 @@ class DataParallel:
     """The ranks that hold one agent's model (its "dp" group) and how their gradients meet.
 
     The default, size 1, is a single copy: every method is then the identity. With plain
-    data parallelism (CPU/gloo, or GPUs without FSDP) each rank holds a full copy and
+    data parallelism (no FSDP) each rank holds a full copy and
     `sum_gradients` adds the ranks' gradients; under FSDP2 (`mesh` set) the backward pass
     reduce-scatters them itself.
     """
@@ -138,38 +138,19 @@ class DataParallel:
             return None
         from torch.distributed.tensor import DTensor
 
-        out = {}
+        # Tied weights (lm_head = embeddings) are one parameter under two names: gathered once, they
+        # stay one tensor, so save_pretrained still sees the tie and writes it once, as unsharded.
+        named = [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+        owner = {name: id(tensor) for name, tensor in named}
+        out, gathered = {}, {}
         for key, value in model.state_dict().items():
-            whole = value.full_tensor() if isinstance(value, DTensor) else value
+            where = owner.get(key, key)
+            if where not in gathered:  # the same decisions on every rank: the gathers pair up
+                whole = value.full_tensor() if isinstance(value, DTensor) else value
+                gathered[where] = whole.detach().cpu() if self.rank == 0 else None
             if self.rank == 0:
-                out[key] = whole.detach().cpu()
+                out[key] = gathered[where]
         return out
-
-    def full_optimizer_state(self, optimizer) -> dict:
-        """The optimizer's state_dict, with FSDP shards gathered whole onto the CPU (a collective)."""
-        state = optimizer.state_dict()
-        if not self.fsdp:
-            return state
-        from torch.distributed.tensor import DTensor
-
-        def whole(v):
-            return v.full_tensor().cpu() if isinstance(v, DTensor) else v
-
-        state["state"] = {i: {k: whole(v) for k, v in s.items()} for i, s in state["state"].items()}
-        return state
-
-    def load_optimizer_state(self, optimizer, state: dict) -> None:
-        """Load a state written by `full_optimizer_state`, re-sharding it like the parameters."""
-        if self.fsdp:
-            from torch.distributed.tensor import DTensor, distribute_tensor
-
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-            for i, s in state["state"].items():
-                p = params[int(i)]
-                for k, v in s.items():
-                    if isinstance(p, DTensor) and torch.is_tensor(v) and v.shape == p.shape:
-                        s[k] = distribute_tensor(v.to(p.device), p.device_mesh, p.placements)
-        optimizer.load_state_dict(state)
 
     def _all_reduce(self, tensor: torch.Tensor, op, what: str) -> torch.Tensor:
         if self.size == 1:

@@ -4,9 +4,10 @@ A world of P processes is split between the N agents (`plan_layout`):
 
   P >= N  P must be a multiple of N. Agent n owns the D = P // N ranks n*D ... n*D + D-1: a
           device mesh ("agent", "dp") of shape (N, D). The agent's model is replicated over
-          its own "dp" ranks (gradients summed by all-reduce: `DataParallel`) or, on GPUs with
-          distributed.fsdp, sharded by FSDP2 over that 1-D "dp" sub-mesh only (fully_shard
-          on the 2-D mesh would be HSDP, which averages gradients *across* agents). Every rank
+          its own "dp" ranks (gradients summed by all-reduce: `DataParallel`) or, with
+          distributed.fsdp (NCCL or gloo), sharded by FSDP2 over that 1-D "dp" sub-mesh only
+          (fully_shard on the 2-D mesh would be HSDP, which averages gradients *across*
+          agents). Every rank
           of an agent samples the same strided share of each batch as its peers' ranks of the
           same dp rank, so every exchange covers the same prompt ids.
   P <  N  each process hosts several whole agents (distributed.placement: contiguous blocks
@@ -29,7 +30,10 @@ class Placement:
     agents: tuple[int, ...]  # indices into cfg.agents
     dp_rank: int = 0  # rank within the agent's data-parallel group
     dp_size: int = 1
-    is_main: bool = True  # writes logs, metrics and the loop state
+    is_main: bool = True  # writes logs, metrics and config.yaml
+    # creates, commits and prunes the checkpoints on its disk (rank 0 alone when every node
+    # sees the run directory; one rank per node without a shared disk: corl.launch decides)
+    commits_checkpoints: bool = True
 
     @staticmethod
     def single(num_agents: int) -> Placement:
@@ -53,7 +57,8 @@ class Layout:
         return len(self.hosts)
 
     def placement(self, rank: int) -> Placement:
-        return Placement(agents=self.hosts[rank], dp_rank=rank % self.dp_size, dp_size=self.dp_size, is_main=rank == 0)
+        main = rank == 0
+        return Placement(self.hosts[rank], rank % self.dp_size, self.dp_size, is_main=main, commits_checkpoints=main)
 
     def dp_ranks(self, rank: int) -> tuple[int, ...]:
         """The ranks that share rank `rank`'s agent (its "dp" group), in dp-rank order."""

@@ -7,7 +7,7 @@ k-th sample of prompt b); P = padded prompt length; C = completion length.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -67,6 +67,22 @@ class Rollout:
     @property
     def completion_lengths(self) -> torch.Tensor:  # [N]
         return self.completion_mask.sum(1)
+
+    def select_prompts(self, prompts: list[int]) -> Rollout:
+        """The K samples of the prompts `prompts` (indices into this rollout's B), in that order.
+        Prompt and completion widths stay: each row is exactly the row it was here."""
+        k = self.num_samples
+        index = torch.tensor([p * k + j for p in prompts for j in range(k)], dtype=torch.long)
+        rows = index.to(self.input_ids.device)
+        return replace(
+            self,
+            input_ids=self.input_ids[rows],
+            attention_mask=self.attention_mask[rows],
+            completion_mask=self.completion_mask[rows],
+            sampling_logprobs=self.sampling_logprobs[rows] if self.sampling_logprobs is not None else None,
+            texts=[self.texts[i] for i in index.tolist()],
+            vision=self.vision.select(prompts) if self.vision is not None else None,
+        )
 
     @property
     def truncated(self) -> torch.Tensor:  # [N] bool: hit the token budget without EOS
