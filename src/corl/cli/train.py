@@ -20,6 +20,7 @@ def train(
 ) -> None:
     """Train a cohort with Co-RL (label_source peer), TTRL (self) or GT-Reward (truth)."""
     from rich.console import Console
+    from rich.markup import escape  # a message may hold brackets: pip install 'corl[wandb]'
 
     from corl.config import ConfigError, load_config
     from corl.progress import StepProgress
@@ -37,7 +38,7 @@ def train(
     try:
         cfg = load_config(config, set_)
     except ConfigError as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
@@ -51,10 +52,10 @@ def train(
     try:
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
     except (DataError, FileNotFoundError, ConfigError) as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
     except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {escape(str(err))}")
         raise typer.Exit(1) from None
     except Preempted as err:  # SIGTERM: a checkpoint was saved; 143 tells a scheduler it may requeue
         console.print(f"[yellow]corl:[/yellow] {err}")
