@@ -78,7 +78,8 @@ def test_eval_code_mbpp_few_shot_json(tmp_path, random_models):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["task"], out["style"], out["n"], out["k"]) == ("code", "mbpp", 2, 1)
-    entry = out["models"][random_models["qwen2-bpe"]]
+    entry = out["models"]["qwen2-bpe"]  # a model is named by its folder (the shortest tail that tells models apart)
+    assert out["sources"] == {"qwen2-bpe": random_models["qwen2-bpe"]}
     assert set(entry) == {"greedy", "pass@1", "mean_length"} and 0 <= entry["pass@1"] <= 1
     assert [json.loads(line)["task_id"] for line in (tmp_path / "r.jsonl").read_text().splitlines()] == ["11", "12"]
 

@@ -3,6 +3,7 @@
 Layout of `RUN_DIR/checkpoints/step_000120/`:
     <agent>/            save_pretrained model + tokenizer (from_pretrained, eval harnesses)
     <agent>/trainer.pt  optimizer state
+    <agent>/README.md   its Hugging Face model card: method, teacher, data, steps, validation (corl.model_card)
     <agent>/adapter/    with compute.lora: the adapters unmerged, peft's format (a resume loads
                         them onto the original base model; the folder above has them merged in)
     state.pt            step, RNG states, loop state
@@ -27,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from corl.model_card import write_model_cards
 
 
 def rng_state() -> dict:
@@ -121,6 +124,7 @@ def save_checkpoint(
     barrier()
     if write_state:
         with _cleaned_up_on_failure(tmp, final):
+            write_model_cards(tmp, Path(run_dir), step)
             torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")
             (tmp / "state.json").write_text(
                 json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)

@@ -59,6 +59,7 @@ from corl.rewards import reward_spec
 from corl.rollout import Rollout, SamplingParams
 from corl.tasks import task_spec
 from corl.tracking import MetricsLog
+from corl.tracking_wandb import check_wandb_installed, wandb_mirrors
 
 # -- what one process contributes to a step ------------------------------------------------------
 
@@ -243,6 +244,7 @@ def preflight(cfg: RunConfig, run_dir: Path, num_rows: int) -> None:
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise ConfigError(f"output directory {str(run_dir)!r} cannot be written: {str(folder)!r} is not writable")
             break
+    check_wandb_installed(cfg)
     for i, agent in enumerate(cfg.agents):
         check_model_source(agent.model, f"agents.{i}.model (agent {agent.name!r})")
         if agent.tokenizer:
@@ -333,7 +335,10 @@ class CohortTrainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             if checkpoint is None:  # the configuration the run started with stays (resume compares with it)
                 dump_config(cfg, self.run_dir / "config.yaml")
-            self.log = MetricsLog(self.run_dir, cfg.logging.tensorboard, resume_step=self.start_step if checkpoint else None)
+            mirrors = wandb_mirrors(cfg, self.run_dir, resumed=checkpoint is not None)
+            self.log = MetricsLog(
+                self.run_dir, cfg.logging.reports_to("tensorboard"), self.start_step if checkpoint else None, mirrors
+            )
 
     def _check_disk(self, checkpoint: Path | None) -> None:
         """Refuse a run whose checkpoints will not fit, before its first step. Every process

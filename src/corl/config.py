@@ -343,14 +343,42 @@ class HealthConfig(_Strict):
     )
 
 
+class WandbConfig(_Strict):
+    """The Weights & Biases run of a training run (logging.report_to: [..., wandb]; pip install 'corl[wandb]')."""
+
+    project: str = Field("corl", min_length=1, description="W&B project.")
+    entity: str | None = Field(None, description="W&B team or user; None = your default entity.")
+    name: str | None = Field(None, description="Run name shown in W&B; None = the run folder's name.")
+    group: str | None = Field(None, description="W&B group (e.g. one per method of a comparison).")
+    tags: list[str] = Field(default_factory=list, description="W&B tags.")
+    mode: Literal["online", "offline", "disabled"] | None = Field(
+        None,
+        description="online, offline (files only; `wandb sync RUN/wandb/offline-run-*` later) or disabled; None = WANDB_MODE.",
+    )
+
+
 class LoggingConfig(_Strict):
+    report_to: list[Literal["jsonl", "tensorboard", "wandb"]] | None = Field(
+        None,
+        description="Where metrics go besides metrics.jsonl (always written): tensorboard, wandb (see logging.wandb). "
+        "None = jsonl, plus tensorboard when logging.tensorboard is true.",
+    )
+    wandb: WandbConfig = WandbConfig()
     eval_every: int = Field(0, ge=0, description="Validate every N steps (0 = only at the end, if data.val is set).")
     eval_on_start: bool = Field(
         False, description="Also validate before the first step (logged at step -1): curves start at the base model."
     )
     checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only at the end).")
-    tensorboard: bool = True
+    tensorboard: bool = Field(True, description="Write TensorBoard events (when report_to is not given).")
     progress: bool = True
+
+    def reports_to(self, sink: str) -> bool:
+        """Whether metrics go to `sink` (jsonl, tensorboard or wandb)."""
+        if sink == "jsonl":
+            return True
+        if self.report_to is None:
+            return sink == "tensorboard" and self.tensorboard
+        return sink in self.report_to
 
 
 class PlanConfig(_Strict):

@@ -1,4 +1,5 @@
-"""Where metrics go: a JSONL file (the record), TensorBoard events (the curves)."""
+"""Where metrics go: a JSONL file (the record), TensorBoard events (the curves), and mirrors such as
+Weights & Biases (`corl.tracking_wandb`) that receive every row as it is written."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ class MetricsLog:
     checkpoint had seen.
     """
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_step: int | None = None):
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_step: int | None = None, mirrors=()):
+        self.mirrors = list(mirrors)  # objects with log(step, metrics, kind) and close()
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and self.path.exists():
@@ -41,11 +43,15 @@ class MetricsLog:
             for key, value in metrics.items():
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     self._tb.add_scalar(f"{kind}/{key}", value, step)
+        for mirror in self.mirrors:
+            mirror.log(step, metrics, kind)
 
     def close(self) -> None:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
+        for mirror in self.mirrors:
+            mirror.close()
 
 
 def _clean(value):

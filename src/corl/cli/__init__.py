@@ -4,6 +4,8 @@
     torchrun --nproc-per-node 2 -m corl train CONFIG      # one process group per agent
     corl train --resume runs/my-run                       # continue where it stopped
     corl eval CKPT [CKPT ...] --data FILE                 # greedy, avg@k, maj@k, pooled maj@k
+    corl eval RUN                                         # every agent of a run, on its validation set
+    corl grade FILE                                       # completions from any generator, graded
     corl quickstart                                       # the embedded default, CPU, minutes
 
 Each subcommand lives in its own module with a `register(app)` function; heavy imports
@@ -41,7 +43,7 @@ def _not_inside_a_multiprocessing_child() -> None:
         )
 
 
-_COMMAND_MODULES = ("train", "plan", "evaluate", "quickstart", "theory", "diversity", "rephrase", "suite")
+_COMMAND_MODULES = ("train", "plan", "evaluate", "grade", "quickstart", "theory", "diversity", "rephrase", "suite")
 
 for _name in _COMMAND_MODULES:
     try:

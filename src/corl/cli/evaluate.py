@@ -22,7 +22,12 @@ CODE_STYLES = ("humaneval", "humaneval_instruct", "mbpp", "mbpp_instruct")
 
 
 def evaluate(
-    models: list[str] = typer.Argument(..., help="Checkpoint folders, Hugging Face ids or tiny:<family>."),
+    ctx: typer.Context,
+    models: list[str] = typer.Argument(
+        ...,
+        help="Run folders (every agent of a checkpoint), checkpoint folders, model folders, Hugging Face ids or tiny:<family>.",
+    ),
+    step: str | None = typer.Option(None, "--step", help="A run folder's checkpoint: a step number, latest (default) or best."),
     data: str | None = typer.Option(
         None, "--data", help="Dataset with answers (math) or tests (code): local JSONL/Parquet/CSV or HF name."
     ),
@@ -61,17 +66,35 @@ def evaluate(
 ) -> None:
     """Evaluate one or more models; several models are also scored as a pooled-vote ensemble (math)."""
     from rich.console import Console
+    from rich.markup import escape
 
     from corl.answers import EXTRACTION_MODES
+    from corl.run_targets import DATA_OPTIONS, PROMPT_OPTIONS, TargetError, resolve_targets, run_defaults
 
     err = Console(stderr=True)
+    try:  # a run folder means every agent of its checkpoint, each named by its agent
+        targets = resolve_targets(models, step)
+        defaults, note = run_defaults(targets)
+    except TargetError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    models = [t.source for t in targets]
     if suite is not None:  # the paper's protocol, one command: the suite runner with its own table of settings
         from corl.cli.suite import suite_command
 
         suite_command(checkpoints=models, suite=suite, out=out, limit=n, engine="auto", as_json=as_json)
         return
+    taken = _not_given(ctx, defaults, data is None)
+    data, split, n, prompt_field, answer_field = (
+        taken.get(k, v) for k, v in zip(DATA_OPTIONS, (data, split, n, prompt_field, answer_field))
+    )
+    template, instruction, chat, max_new_tokens, task = (
+        taken.get(k, v) for k, v in zip(PROMPT_OPTIONS, (template, instruction, chat, max_new_tokens, task))
+    )
+    if note:
+        err.print(f"corl eval: {', '.join(t.label for t in targets)}; {note}")
     if data is None:
-        err.print("[red]error:[/red] give --data FILE (or --suite NAME for a benchmark suite)")
+        err.print("[red]error:[/red] give --data FILE (or --suite NAME for a benchmark suite, or a run folder with data.val)")
         raise typer.Exit(2)
     if task not in ("math", "code"):
         err.print(f"[red]error:[/red] --task must be math or code, got {escape(repr(task))}")
@@ -93,6 +116,7 @@ def evaluate(
             prompt_field=prompt_field, answer_field=answer_field, template=template, instruction=instruction,
             group_by=group_by, extract=extract, **common,
         )  # fmt: skip
+    _relabel(results, per_problem, targets)
     if records is not None:
         records.parent.mkdir(parents=True, exist_ok=True)
         with records.open("w", encoding="utf-8") as f:
@@ -102,6 +126,24 @@ def evaluate(
         print(json.dumps(results))
         return
     _print_table(results, task, k)
+
+
+def _not_given(ctx: typer.Context, defaults: dict, no_data: bool) -> dict:
+    """The run's defaults for the options left at their own defaults; its data only when --data is not given."""
+    from corl.run_targets import DATA_OPTIONS
+
+    # by name: typer carries its own copy of click, whose ParameterSource is another class
+    given = {k for k in ctx.params if getattr(ctx.get_parameter_source(k), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")}
+    return {k: v for k, v in defaults.items() if k not in given and (no_data or k not in DATA_OPTIONS)}
+
+
+def _relabel(results: dict, per_problem: list[dict], targets) -> None:
+    """Key results and records by each model's label (agent names, distinct tails of paths), not its path."""
+    label = {t.source: t.label for t in targets}
+    results["models"] = {label.get(name, name): entry for name, entry in results["models"].items()}
+    results["sources"] = {t.label: t.source for t in targets}
+    for record in per_problem:
+        record["model"] = label.get(record["model"], record["model"])
 
 
 def _greedy_and_sampled(engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts):

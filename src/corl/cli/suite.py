@@ -79,6 +79,10 @@ def suite_command(
         batch_prompts=batch_prompts,
         console=err,
     )
+    from corl.model_card import record_suite_results
+
+    for card in record_suite_results(outcome.results):  # a corl checkpoint's model card gains the figures
+        err.print(f"model card updated: {card}", soft_wrap=True)
     err.print(
         f"cells: {len(outcome.computed)} computed, {len(outcome.reused)} reused, {len(outcome.not_run)} not run; "
         f"results in {Path(out) / 'results.json'} and {Path(out) / 'results.md'}"

@@ -21,6 +21,7 @@ def train(
 ) -> None:
     """Train a cohort with Co-RL (label_source peer), TTRL (self) or GT-Reward (truth)."""
     from rich.console import Console
+    from rich.markup import escape  # a message may hold brackets: pip install 'corl[wandb]'
 
     from corl.config import ConfigError, load_config
     from corl.progress import StepProgress

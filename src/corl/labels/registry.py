@@ -33,6 +33,9 @@ class LabelSourceSpec:
     reads_gold: bool = False  # handed the dataset's answer column (GT-Reward)
     needs_teacher: bool = False  # each agent keeps an EMA copy whose samples fill table.teacher_*
     min_agents: int = 1
+    # whose answers label agent n in a cohort of N: teachers(n, N) -> agent indices (n itself for
+    # its own majority or EMA copy; () when no agent does, as with gold answers); None = not declared
+    teachers: Callable[[int, int], tuple[int, ...]] | None = None
 
 
 LABEL_SOURCES: Registry = Registry("label source", package="corl.labels")

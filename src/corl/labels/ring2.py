@@ -43,5 +43,6 @@ register_label_source(
         lambda ctx: lambda table: ring2_labels(table, ctx.min_agreement),
         "agent n is taught by the pooled majority of agents n-1 and n-2",
         min_agents=3,
+        teachers=ring2_teachers,
     )
 )

@@ -66,10 +66,16 @@ register_label_source(
         lambda ctx: lambda table: peer_labels(table, ctx.min_agreement),
         "Co-RL ring: agent n is taught by the majority of agent n-1",
         min_agents=2,
+        teachers=lambda n, size: (ring_teacher(n, size),),
     )
 )
 register_label_source(
-    LabelSourceSpec("self", lambda ctx: lambda table: self_labels(table, ctx.min_agreement), "TTRL: the agent's own majority")
+    LabelSourceSpec(
+        "self",
+        lambda ctx: lambda table: self_labels(table, ctx.min_agreement),
+        "TTRL: the agent's own majority",
+        teachers=lambda n, size: (n,),
+    )
 )
 register_label_source(
     LabelSourceSpec(
@@ -77,6 +83,7 @@ register_label_source(
         lambda ctx: lambda table: truth_labels(table, ctx.gold, ctx.key),
         "GT-Reward: the dataset's answer column",
         reads_gold=True,
+        teachers=lambda n, size: (),
     )
 )
 register_label_source(
@@ -85,5 +92,6 @@ register_label_source(
         lambda ctx: lambda table: ema_labels(table, ctx.min_agreement),
         "Co-rewarding-II: the majority of an EMA copy of the agent",
         needs_teacher=True,
+        teachers=lambda n, size: (n,),
     )
 )

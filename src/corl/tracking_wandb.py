@@ -1,0 +1,147 @@
+"""Weights & Biases: one W&B run per training run, continued on resume.
+
+    logging:
+      report_to: [tensorboard, wandb]       # metrics.jsonl is always written
+      wandb: {project: corl, group: co-rl-vs-ttrl, tags: [tiny]}
+
+One W&B run holds the whole cohort: each agent's metrics under its name (`agent0/reward_mean`,
+`agent0/val_accuracy`; W&B groups panels by the part before the slash), the cohort's under
+`cohort/`, the run's configuration, and at the end a table of every agent's last training and
+validation figures (summary key `final/agents`). The x-axis is corl's step, as in
+metrics.jsonl (a validation before the first step sits at -1).
+
+Resume: the W&B run's id is kept in RUN/wandb.json and a resumed training run continues that
+W&B run. A resume redoes the steps after its checkpoint; the rows W&B already holds are not
+sent again (corl's resume is exact, so they are the same numbers but for timings), and every
+step is in the W&B run once. Offline (`WANDB_MODE=offline` or logging.wandb.mode) writes
+RUN/wandb/offline-run-*/ and needs no network; `wandb sync` uploads it later.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import string
+import sys
+from pathlib import Path
+
+from corl.config import ConfigError, RunConfig
+
+STATE_FILE = "wandb.json"  # {"id": W&B run id, "last_step": {kind: last step sent}}
+MISSING = (
+    "logging.report_to names wandb, but the wandb package is not installed: pip install 'corl[wandb]' "
+    "(or pip install wandb), or remove wandb from logging.report_to"
+)
+
+
+def check_wandb_installed(cfg: RunConfig) -> None:
+    """Refuse, before any model loads, a run that reports to W&B without the package."""
+    if not cfg.logging.reports_to("wandb"):
+        return
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ConfigError(MISSING) from None
+
+
+def wandb_mirrors(cfg: RunConfig, run_dir: str | Path, resumed: bool) -> list:
+    """[a started `WandbRun`] when the config reports to W&B, else []: mirrors for `MetricsLog`."""
+    if not cfg.logging.reports_to("wandb"):
+        return []
+    return [WandbRun(cfg, Path(run_dir), resumed)]
+
+
+class WandbRun:
+    """Receives every metrics row of a run (as `MetricsLog` writes it) and sends it to W&B once."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, resumed: bool):
+        check_wandb_installed(cfg)
+        import wandb
+
+        self.state_path = run_dir / STATE_FILE
+        state = _read_state(self.state_path) if resumed else None
+        # the id is written before W&B starts: a crash at any later moment still resumes this W&B run
+        self.state = state or {"id": new_run_id(), "last_step": {}}
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._save_state()
+        opts = cfg.logging.wandb
+        try:
+            self.run = wandb.init(
+                project=opts.project,
+                entity=opts.entity,
+                name=opts.name or run_dir.resolve().name,
+                group=opts.group,
+                tags=opts.tags or None,
+                mode=opts.mode,
+                dir=str(run_dir),
+                id=self.state["id"],
+                resume="allow",
+                job_type="train",
+                config=cfg.model_dump(mode="json"),
+            )
+        except wandb.errors.Error as err:
+            raise ConfigError(
+                f"logging.report_to wandb: W&B could not start the run ({err}); log in (wandb login), or set "
+                "logging.wandb.mode: offline (or WANDB_MODE=offline) and `wandb sync` later"
+            ) from None
+        # every series is plotted against corl's own step (W&B's internal step only counts rows)
+        self.run.define_metric("step", hidden=True)
+        self.run.define_metric("*", step_metric="step")
+        self.steps = cfg.cohort.steps
+        self.names = [a.name for a in cfg.agents]
+        self.last: dict[str, dict] = {}  # kind -> the last row sent
+
+    def log(self, step: int, metrics: dict, kind: str = "train") -> None:
+        sent = self.state["last_step"].get(kind)
+        if sent is not None and step <= sent:
+            return  # a resumed run redoing a step W&B already holds
+        row = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        # at most once: a crash between these two lines loses this row rather than sending it twice
+        self.state["last_step"][kind] = step
+        self._save_state()
+        self.run.log({"step": step, **row})
+        self.last[kind] = {"step": step, **row}
+
+    def close(self) -> None:
+        """Finish the W&B run; called from the trainer's `finally`, so an exception in flight is the run's fate."""
+        error = sys.exc_info()[1]
+        train = self.last.get("train")
+        if error is None and train is not None and train["step"] == self.steps - 1:
+            self.run.summary["final/agents"] = self._final_table()
+        exit_code = 0 if error is None else getattr(error, "exit_code", 1)
+        if exit_code == 143:  # preempted: W&B shows it as such, and the resume continues it
+            self.run.mark_preempting()
+        self.run.finish(exit_code=exit_code)
+
+    def _final_table(self):
+        """One row per agent (and the cohort): its last training and validation figures."""
+        import wandb
+
+        merged = {**self.last.get("train", {}), **self.last.get("val", {})}
+        metrics = sorted({k.split("/", 1)[1] for k in merged if "/" in k and k.split("/", 1)[0] in self.names})
+        rows = []
+        for who in [*self.names, "cohort"]:
+            values = [merged.get(f"{who}/{m}") for m in metrics]
+            if any(v is not None for v in values):
+                rows.append([who, *(None if v is None or not math.isfinite(v) else v for v in values)])
+        return wandb.Table(columns=["agent", *metrics], data=rows)
+
+    def _save_state(self) -> None:
+        tmp = self.state_path.with_name(f".{STATE_FILE}.tmp")
+        tmp.write_text(json.dumps(self.state))
+        os.replace(tmp, self.state_path)
+
+
+def new_run_id() -> str:
+    """Eight lowercase letters and digits, as W&B's own run ids (its generator is not public API)."""
+    return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+
+
+def _read_state(path: Path) -> dict | None:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # no W&B run yet (report_to gained wandb on resume), or an unreadable file: a new W&B run
+    return state if isinstance(state, dict) and isinstance(state.get("id"), str) else None
