@@ -66,11 +66,14 @@ def test_sigterm_to_a_single_process_run_saves_and_exits_143(tmp_path, tiny_mode
 def test_sigterm_to_torchrun_saves_a_checkpoint_on_every_rank(tmp_path, tiny_models, tiny_data):
     config = _config(tmp_path, tiny_models, tiny_data, steps=50)
     run = tmp_path / "run"
-    proc = _start([*TORCHRUN, "-m", "corl", "train", str(config)], tmp_path)
+    launcher = [sys.executable, "-m", "corl.torchrun", *TORCHRUN[3:]]  # torchrun's arguments, SIGTERM read as preemption
+    proc = _start([*launcher, "-m", "corl", "train", str(config)], tmp_path)
     _wait_for_step(proc, run, 0)
-    os.kill(proc.pid, signal.SIGTERM)  # the torchrun parent, as SLURM or Kubernetes would
+    os.kill(proc.pid, signal.SIGTERM)  # the launcher, as SLURM or Kubernetes would
     output = proc.communicate(timeout=120)[0].decode()
-    assert "preempted (SIGTERM)" in output, output
+    assert proc.returncode == 143, output
+    assert output.count("preempted (SIGTERM)") == 2, output  # each rank saved, then exited by itself
+    assert "Traceback" not in output and "no checkpoint saved within" not in output, output
     latest = (run / "checkpoints" / "latest").read_text().strip()
     done = int(latest.removeprefix("step_"))
     assert done >= 1 and {"agent0", "agent1"} <= {p.name for p in (run / "checkpoints" / latest).iterdir()}
@@ -124,3 +127,45 @@ def test_a_killed_worker_under_max_restarts_finishes_from_the_last_checkpoint(tm
     assert not (run / "failure.json").exists()
     first = json.loads((run / "failure-attempt0.json").read_text())
     assert [m["agents"] for m in first["missing"]] == [["agent1"]], first
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("checkpoint_every, killed_before", [(2, 3), (0, 2)], ids=["from-its-checkpoint", "before-any"])
+def test_a_restart_under_torchrun_continues_the_run_by_itself(tmp_path, tiny_models, tiny_data, checkpoint_every, killed_before):
+    """Default `resume: never`: a restart of the job is still the same run. With a checkpoint
+    it resumes from it; without one it starts again, its rows dropped: every step once."""
+    raw = yaml.safe_load(_config(tmp_path, tiny_models, tiny_data, steps=4).read_text())
+    raw["resume"] = "never"
+    raw["logging"]["checkpoint_every"] = checkpoint_every
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run, logs = tmp_path / "run", tmp_path / "torchrun_logs"
+    proc = _start(
+        [*TORCHRUN, "--max-restarts", "1", "--log-dir", str(logs), "-m", "corl", "train", str(config)],
+        tmp_path,
+        CORL_TEST_FAULT=f"agent1:kill:{killed_before}",  # SIGKILL on the first attempt only
+    )
+    output = proc.communicate(timeout=400)[0].decode()
+    assert proc.returncode == 0, _attempt_logs(run, logs, output)
+    assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3], _attempt_logs(run, logs, output)
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step_000004"
+    assert (run / "failure-attempt0.json").is_file()  # the first attempt did fail
+
+
+@pytest.mark.slow
+def test_restarts_of_a_run_refused_its_folder_stay_refused(tmp_path, tiny_models, tiny_data):
+    """The folder holds a finished run: the new run's first attempt is refused, and its
+    restart must not take the folder's run for its own."""
+    raw = yaml.safe_load(_config(tmp_path, tiny_models, tiny_data, steps=1).read_text())
+    raw["resume"] = "never"  # a new run each time it is started
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "corl", "train", str(config)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    proc = _start([*TORCHRUN, "--max-restarts", "1", "-m", "corl", "train", str(config)], tmp_path)
+    output = proc.communicate(timeout=400)[0].decode()
+    assert proc.returncode != 0, output
+    assert output.count("already holds a run") >= 4, output  # both ranks, both attempts
+    assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()} == before

@@ -6,7 +6,7 @@ Layout of `RUN_DIR/checkpoints/step_000120/`:
     <agent>/README.md   its Hugging Face model card: method, teacher, data, steps, validation (corl.model_card)
     <agent>/adapter/    with compute.lora: the adapters unmerged, peft's format (a resume loads
                         them onto the original base model; the folder above has them merged in)
-    state.pt            step, RNG states, loop state
+    state.pt            step, RNG states, loop state, the run's record (corl.run_folder)
     state.json          the same step, for people
     manifest.json       every file's size and sha256, checked on resume
 A checkpoint is written to a hidden temporary folder and renamed into place, and
@@ -102,8 +102,10 @@ def save_checkpoint(
     keep_last: int | None = KEEP_LAST,
     write_state: bool = True,
     barrier=None,
+    record: dict | None = None,
 ) -> Path:
-    """Write `agents` and (if write_state) the loop state for `step` (steps done so far).
+    """Write `agents` and (if write_state) the loop state for `step` (steps done so far),
+    with the run's `record` (the configuration it started with: what a resume compares with).
 
     In a multi-process run every process passes the agents it hosts and the same
     `barrier`; `Agent.save` lets each agent's dp rank 0 write it, and only the process
@@ -125,7 +127,7 @@ def save_checkpoint(
     if write_state:
         with _cleaned_up_on_failure(tmp, final):
             write_model_cards(tmp, Path(run_dir), step)
-            torch.save({"step": step, "rng": rng_state(), "loop": loop_state}, tmp / "state.pt")
+            torch.save({"step": step, "rng": rng_state(), "loop": loop_state, "run": record}, tmp / "state.pt")
             (tmp / "state.json").write_text(
                 json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
             )
@@ -136,10 +138,17 @@ def save_checkpoint(
         os.replace(tmp, final)
         _write_atomic(root / "latest", final.name)
         if keep_last:
-            for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep_last]:
-                shutil.rmtree(old, ignore_errors=True)
+            _prune(root, final, keep_last)
     barrier()
     return final
+
+
+def _prune(root: Path, final: Path, keep_last: int) -> None:
+    """Keep `final` (just written, named by `latest`) and the newest others up to `keep_last`:
+    a checkpoint with a higher step than `final` must not push out the one `latest` names."""
+    others = sorted(p for p in root.glob("step_*") if p.is_dir() and p != final)
+    for old in others[: max(0, len(others) - (keep_last - 1))]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager

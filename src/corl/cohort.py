@@ -24,7 +24,6 @@ whole table (see `corl.parallel`).
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -47,7 +46,7 @@ from corl.checkpoint import (
     verify_checkpoint,
 )
 from corl.checkpoint_sharded import agreed_checkpoint
-from corl.config import ConfigError, RunConfig, check_resume_config, dump_config, load_config
+from corl.config import ConfigError, RunConfig, dump_config
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.diagnostics import step_diagnostics
 from corl.evaluate import greedy_completions
@@ -57,6 +56,7 @@ from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_a
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
 from corl.rewards import reward_spec
 from corl.rollout import Rollout, SamplingParams
+from corl.run_folder import RunEntry, check_writable, enter_run_folder, write_record
 from corl.tasks import task_spec
 from corl.tracking import MetricsLog
 from corl.tracking_wandb import check_wandb_installed, wandb_mirrors
@@ -234,16 +234,7 @@ def preflight(cfg: RunConfig, run_dir: Path, num_rows: int) -> None:
             f"lower cohort.prompts_per_step to at most {num_rows} or add rows"
         )
         warnings.warn(message, UserWarning, stacklevel=3)
-    for folder in (run_dir, *run_dir.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise ConfigError(
-                    f"output directory {str(run_dir)!r} cannot be created: {str(folder)!r} is a file, not a folder; "
-                    "choose another output_dir (or -o)"
-                )
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise ConfigError(f"output directory {str(run_dir)!r} cannot be written: {str(folder)!r} is not writable")
-            break
+    check_writable(run_dir)
     check_wandb_installed(cfg)
     for i, agent in enumerate(cfg.agents):
         check_model_source(agent.model, f"agents.{i}.model (agent {agent.name!r})")
@@ -280,7 +271,10 @@ class CohortTrainer:
         exchange: Exchange | None = None,
         device: torch.device | None = None,
         data_parallel: DataParallel | None = None,
+        entry: RunEntry | None = None,
     ):
+        """`resume`: continue the run in `run_dir` from its last checkpoint (--resume); `entry`:
+        how to enter the run folder, when the caller decided it (`corl.run_folder`)."""
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.output_dir)
         self.placement = placement or Placement.single(len(cfg.agents))
@@ -295,13 +289,11 @@ class CohortTrainer:
 
         self.start_step = 0
         self.loop_state: dict = {"first_reward_std": {}}
-        checkpoint = agreed_checkpoint(self.run_dir, self.exchange) if resume else None
-        if resume and checkpoint is None:
-            raise FileNotFoundError(f"no checkpoint to resume in {self.run_dir}/checkpoints")
+        # a collective: every process continues from the same step, also on nodes without a shared disk
+        agreed = agreed_checkpoint(self.run_dir, self.exchange)
+        self.entry = entry or enter_run_folder(cfg, self.run_dir, resume=resume)
+        checkpoint = agreed if self.entry.checkpoint is not None else None
         if checkpoint is not None:
-            started = self.run_dir / "config.yaml"
-            if started.is_file():
-                check_resume_config(load_config(started), cfg, str(started))
             verify_checkpoint(checkpoint, [cfg.agents[n].name for n in self.placement.agents])
         self.agents: dict[int, Agent] = {
             n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None, data_parallel)
@@ -332,13 +324,19 @@ class CohortTrainer:
         self.monitor.load_state_dict(self.loop_state.get("health", {}))
         self.log = None
         if self.placement.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            if checkpoint is None:  # the configuration the run started with stays (resume compares with it)
-                dump_config(cfg, self.run_dir / "config.yaml")
-            mirrors = wandb_mirrors(cfg, self.run_dir, resumed=checkpoint is not None)
-            self.log = MetricsLog(
-                self.run_dir, cfg.logging.reports_to("tensorboard"), self.start_step if checkpoint else None, mirrors
-            )
+            self._open_run_folder()
+
+    def _open_run_folder(self) -> None:
+        """A new run writes its record (and config.yaml, for people); a resumed one keeps
+        both. Rows at and after the first step this run (re)does are dropped: -1, the
+        validation before step 0, when a run without a checkpoint starts again."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.entry.checkpoint is None:
+            write_record(self.run_dir, self.entry.record)
+            dump_config(self.cfg, self.run_dir / "config.yaml")
+        first = self.start_step if self.entry.checkpoint is not None else (-1 if self.entry.redo else None)
+        mirrors = wandb_mirrors(self.cfg, self.run_dir, resumed=self.entry.checkpoint is not None)
+        self.log = MetricsLog(self.run_dir, self.cfg.logging.reports_to("tensorboard"), resume_step=first, mirrors=mirrors)
 
     def _check_disk(self, checkpoint: Path | None) -> None:
         """Refuse a run whose checkpoints will not fit, before its first step. Every process
@@ -541,6 +539,7 @@ class CohortTrainer:
             self.loop_state,
             write_state=self.placement.commits_checkpoints,
             barrier=self.exchange.barrier,
+            record=self.entry.record,
         )
 
     def train(

@@ -56,6 +56,7 @@ from corl.parallel import (
     plan_layout,
     under_torchrun,
 )
+from corl.run_folder import RunEntry, enter_run_folder
 
 FAILURE_FILE = "failure.json"
 FAULT_ENV = "CORL_TEST_FAULT"  # test-only fault injection, see `_injected_fault`
@@ -66,8 +67,6 @@ def launch(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress_f
 
     Returns the last metrics on the main process (None on the other ranks).
     """
-    # resume: auto (and a restarted torchrun worker): continue if there is anything to continue
-    resume = resume or (cfg.resume == "auto" and latest_checkpoint(run_dir) is not None)
     if under_torchrun():
         return _launch_distributed(cfg, Path(run_dir), resume, progress_factory)
     if cfg.distributed.fsdp:
@@ -101,6 +100,7 @@ class Preemption:
         self.run_dir = Path(run_dir)
         self.heartbeat = heartbeat
         self.flag = False
+        self._timer: threading.Timer | None = None
 
     def __enter__(self) -> Preemption:
         self._previous = signal.signal(signal.SIGTERM, self._handler)
@@ -108,6 +108,8 @@ class Preemption:
 
     def __exit__(self, *exc) -> None:
         signal.signal(signal.SIGTERM, self._previous)
+        if self._timer is not None:  # the checkpoint is written (or the run failed): no "none saved" exit 1
+            self._timer.cancel()
 
     def requested(self) -> bool:
         return self.flag
@@ -124,9 +126,9 @@ class Preemption:
             file=sys.stderr,
             flush=True,
         )
-        timer = threading.Timer(self.grace_s, self._give_up)
-        timer.daemon = True
-        timer.start()
+        self._timer = threading.Timer(self.grace_s, self._give_up)
+        self._timer.daemon = True
+        self._timer.start()
 
     def _give_up(self) -> None:
         last = latest_checkpoint(self.run_dir)
@@ -166,6 +168,8 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if rank == 0 and attempt != "0":
         _file_away_failure(run_dir, int(attempt) - 1)
+    # before the try: a refused run folder gets no failure.json (it may hold another run)
+    entry = _enter_as_attempt(cfg, run_dir, resume, store, int(attempt))
     dist.init_process_group(
         backend, store=dist.PrefixStore(f"corl-pg/{attempt}", store), rank=rank, world_size=world, timeout=timeout
     )
@@ -187,6 +191,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
             exchange=exchange,
             device=device,
             data_parallel=dp,
+            entry=entry,
         )
         heartbeat.context = f"step {trainer.start_step}"
         fault = _injected_fault(cfg, placement)
@@ -230,6 +235,24 @@ def _commits_checkpoints(run_dir: Path, rank: int, layout: Layout, exchange: Wor
                 "of the ranks per agent) or the run directory on a disk every node sees"
             )
     return disk[rank] == rank
+
+
+RUN_STARTED_KEY = "corl/run-started"  # in torchrun's store, which outlives the attempts of a job
+
+
+def _enter_as_attempt(cfg: RunConfig, run_dir: Path, resume: bool, store, attempt: int) -> RunEntry:
+    """How this attempt of a torchrun job enters the run folder. A restart (--max-restarts)
+    continues the run that an earlier attempt of the same job got into, whatever `resume`
+    says: from its last checkpoint, or from step 0 with its rows dropped when it has none.
+    An attempt that was refused the folder (it holds another run) leaves no key, so its
+    restarts are refused too instead of resuming that other run.
+
+    Every rank decides alone, from the same files: no rank writes into the folder before all
+    of them have met (the disk check's all_gather in CohortTrainer)."""
+    restarted = attempt > 0 and store.check([RUN_STARTED_KEY])
+    entry = enter_run_folder(cfg, run_dir, resume=resume, restarted=restarted)
+    store.set(RUN_STARTED_KEY, str(run_dir))
+    return entry
 
 
 def _data_parallel(

@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import shutil
 import statistics
 import sys
 import time
@@ -302,6 +303,7 @@ def train_method(
     for group in groups:
         run_dir = opts.out / f"seed{seed}" / (method if spec.together else f"{method}-{group[0][0]}")
         cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir), f"quickstart {method}")
+        shutil.rmtree(run_dir, ignore_errors=True)  # a rerun of the study replaces its runs: a run folder holds one run
         trainer = CohortTrainer(cfg, run_dir)
         t0 = time.perf_counter()
         with _step_bar(trainer, opts) as on_step:

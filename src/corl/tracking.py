@@ -15,7 +15,7 @@ class MetricsLog:
     0-based), so records at step >= S (written by the interrupted run after its last
     checkpoint) are dropped and every step appears exactly once. A validation row is logged
     at the step it follows (-1 before the first), so the same cut keeps exactly the ones the
-    checkpoint had seen.
+    checkpoint had seen; `resume_step=-1` (a run with no checkpoint started again) drops them all.
     """
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_step: int | None = None, mirrors=()):
