@@ -95,3 +95,26 @@ def test_a_corrupted_or_truncated_checkpoint_file_is_named(one_step_run):
     (checkpoint / "agent0" / "trainer.pt").write_bytes(b"cut")
     with pytest.raises(CheckpointError, match=r"file agent0/trainer.pt is truncated or altered \(3 bytes, \d+ written\)"):
         CohortTrainer(validate_config(raw), resume=True)
+
+
+class _FileAgent:
+    """An agent as save_checkpoint sees it: a name and a save() that writes its folder."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def save(self, folder):
+        folder.mkdir(parents=True)
+        (folder / "weights.bin").write_bytes(b"w")
+
+
+def test_the_checkpoint_just_written_is_never_pruned(tmp_path):
+    """Two newest are kept, but one with a higher step (another run's, a lowered cohort.steps)
+    must not push out the checkpoint just written: `latest` would name a missing folder."""
+    from corl.checkpoint import latest_checkpoint, save_checkpoint
+
+    for step in (4, 6, 3):  # 3 written last: it and the newest other stay
+        save_checkpoint(tmp_path, step, [_FileAgent("a")], {})
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*")) == ["step_000003", "step_000006"]
+    assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000003"
+    assert latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "step_000003"
