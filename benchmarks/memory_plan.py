@@ -4,7 +4,7 @@ Usage:
     python benchmarks/memory_plan.py                     # every shape (a few minutes on 2 cores)
     python benchmarks/memory_plan.py --shapes llama-gc   # some of them
 
-Each shape runs in a fresh subprocess: corl's own loader and preparation (corl.cohort.build_agent:
+Each shape runs in a fresh subprocess: corl's own loader and preparation (corl.trainer.build_agent:
 from_pretrained, gradient checkpointing, bf16 autocast, the HF rollout engine, AdamW) build
 the agents of a config from folders holding a tiny family's architecture and tokenizer
 (random weights: memory does not depend on them), then two steps of the real
@@ -117,11 +117,11 @@ def child(shape: str, root: Path) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from corl.cohort import build_agent
     from corl.data import build_problems, load_rows
     from corl.plan import Machine, Planner
     from corl.plan.machine import system_ram
     from corl.rollout import SamplingParams
+    from corl.trainer import build_agent
 
     families = SHAPES[shape][0]
     cfg = run_config(shape, [family_folder(f, root) for f in families])

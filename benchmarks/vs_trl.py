@@ -104,8 +104,8 @@ def corl_config(out: Path, models: list[Path], data: Path, label_source: str, na
 def corl_child(folder: Path, data: Path, workdir: Path) -> None:
     import torch
 
-    from corl.cohort import CohortTrainer
     from corl.config import validate_config
+    from corl.trainer import CohortTrainer
 
     torch.set_flush_denormal(True)
     raw = corl_config(workdir / "corl-run", [folder], data, "truth", names=["a"])

@@ -223,12 +223,12 @@ def parity_worker(out: Path) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
 
-    from corl.agent import Agent
     from corl.config import AgentConfig, GRPOConfig
     from corl.data import Problem, PromptTemplate
     from corl.models import load_policy
     from corl.parallel import DataParallel
     from corl.rollout import SamplingParams
+    from corl.trainer import Agent
 
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", timeout=timedelta(seconds=120))

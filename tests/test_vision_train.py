@@ -13,7 +13,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from corl.agent import Agent, sequence_logprobs, vision_parameters
 from corl.config import AgentConfig, GRPOConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, PromptTemplate
 from corl.launch import launch
@@ -21,6 +20,9 @@ from corl.models import is_vision_model, load_agent_policy
 from corl.rollout import SamplingParams
 from corl.rollout.base import ImagePrompt
 from corl.tracking import read_metrics
+from corl.trainer import Agent
+from corl.trainer.agent import vision_parameters
+from corl.trainer.logprobs import sequence_logprobs
 from corl.vision.families import build_vl_family, save_vl
 from corl.vision.task import make_split
 
@@ -244,7 +246,7 @@ def test_a_vision_dataset_source_gives_problems_with_images_and_options(tmp_path
 
     from PIL import Image
 
-    from corl.cohort import load_train_data
+    from corl.trainer import load_train_data
 
     (tmp_path / "images").mkdir()
     Image.new("RGB", (16, 16), "white").save(tmp_path / "images" / "a.png")

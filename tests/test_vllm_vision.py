@@ -29,12 +29,13 @@ except Exception as err:  # noqa: BLE001 - a broken torchvision raises RuntimeEr
         allow_module_level=True,
     )
 
-from corl.agent import Agent, sequence_logprobs
 from corl.config import AgentConfig, GRPOConfig, RolloutConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, PromptTemplate
 from corl.launch import launch
 from corl.rollout import SamplingParams
 from corl.tracking import read_metrics
+from corl.trainer import Agent
+from corl.trainer.logprobs import sequence_logprobs
 from corl.vision.families import build_vl_family, get_vl_family, save_vl
 from corl.vision.task import make_split
 

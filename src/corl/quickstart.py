@@ -36,11 +36,11 @@ from pathlib import Path
 
 import torch
 
-from corl.cohort import CohortTrainer
 from corl.config import RolloutConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
 from corl.evaluate import accuracy_by_group, grade, sample_answers
 from corl.rollout import SamplingParams, build_engine
+from corl.trainer import CohortTrainer
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,12 @@ def train(
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
     from corl.checkpoint import CheckpointError
-    from corl.cohort import Preempted
     from corl.data import DataError
     from corl.health import HealthError
     from corl.launch import launch
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
+    from corl.trainer import Preempted
 
     try:
         check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit

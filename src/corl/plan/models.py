@@ -127,7 +127,7 @@ def meta_model(config, lora: LoRAConfig | None = None, freeze_vision: bool = Fal
     with torch.device("meta"):
         model = auto.from_config(config)
         if freeze_vision and vision:
-            from corl.agent import vision_parameters
+            from corl.trainer.agent import vision_parameters
 
             for parameter in vision_parameters(model):
                 parameter.requires_grad_(False)

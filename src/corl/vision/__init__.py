@@ -8,7 +8,7 @@
     corl.vision.pretrain    supervised pretraining of the tiny VL families on that task
     corl.vision.datasets    local loaders for open-r1 multimodal, MMR1, MathVista, MathVerse, MathVision, We-Math
 
-How the trainer uses them (corl.agent, corl.rollout, corl.models.load_agent_policy): docs/vision.md. Submodules are imported on use.
+How the trainer uses them (corl.trainer, corl.rollout, corl.models.load_agent_policy): docs/vision.md. Submodules are imported on use.
 """
 
 from __future__ import annotations
