@@ -53,7 +53,7 @@ def main() -> None:
 
     import torch
 
-    from corl.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.task import make_split, write_jsonl
     from corl.trainer import sampling_seed
 
     torch.set_flush_denormal(True)

@@ -46,12 +46,12 @@ def family_folder(family: str, root: Path) -> Path:
     """A Hugging Face folder with the family's architecture (random weights) and tokenizer."""
     folder = root / family
     if not (folder / "config.json").is_file() and family in vision_families():
-        from corl.vision.families import build_vl_family, save_vl
+        from corl.studies.tiny_vl.families import build_vl_family, save_vl
 
         save_vl(*build_vl_family(family), folder)
     if not (folder / "config.json").is_file():
-        from corl.tiny.families import build_random_model, get_family
-        from corl.tiny.pretrain import build_tokenizer
+        from corl.studies.tiny.families import build_random_model, get_family
+        from corl.studies.tiny.pretrain import build_tokenizer
 
         spec = get_family(family)
         tokenizer = build_tokenizer(spec)
@@ -62,7 +62,7 @@ def family_folder(family: str, root: Path) -> Path:
 
 
 def vision_families() -> set[str]:
-    from corl.vision.families import VL_FAMILIES
+    from corl.studies.tiny_vl.families import VL_FAMILIES
 
     return set(VL_FAMILIES)
 

@@ -150,7 +150,7 @@ def test_a_resumed_w_and_b_run_holds_every_step_once(tmp_path, offline):
 
 def test_a_missing_wandb_package_names_the_extra(tmp_path):
     """`corl train` as a user runs it, in an environment without wandb: exit 2 before any model loads."""
-    from corl.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.task import make_split, write_jsonl
 
     data = {"train": write_jsonl(make_split("train", 8, seed=0), tmp_path / "train.jsonl"), "test": tmp_path / "t.jsonl"}
     raw = tiny_config(tmp_path, {"a": tmp_path / "nowhere-a", "b": tmp_path / "nowhere-b"}, data)

@@ -19,12 +19,12 @@ from corl.launch import launch
 from corl.models import is_vision_model, load_agent_policy
 from corl.rollout import SamplingParams
 from corl.rollout.base import ImagePrompt
+from corl.studies.tiny_vl.families import build_vl_family, save_vl
+from corl.studies.tiny_vl.task import make_split
 from corl.tracking import read_metrics
 from corl.trainer import Agent
 from corl.trainer.agent import vision_parameters
 from corl.trainer.logprobs import sequence_logprobs
-from corl.vision.families import build_vl_family, save_vl
-from corl.vision.task import make_split
 
 FAMILIES = ("qwen2vl-bpe", "llava-siglip-char")
 
@@ -196,7 +196,7 @@ def test_two_steps_and_a_resumed_one_equal_three_uninterrupted_steps(vl_runs):
 def test_co_rl_on_the_image_task_votes_across_architectures(tmp_path, vl_models, tiny_models):
     """Peer labels between a Qwen2-VL, a LLaVA and a text agent: briefly pretrained VL agents
     write boxed answers, so the peers' majorities label some prompts and rewards flow."""
-    from corl.vision.pretrain import ensure_pretrained_vl
+    from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
 
     cache = tmp_path / "cache"
     pretrained = {name: ensure_pretrained_vl(name, steps=60, batch_size=16, cache_dir=cache) for name in FAMILIES}

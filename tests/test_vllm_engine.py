@@ -38,8 +38,8 @@ except Exception as err:  # noqa: BLE001 - a broken install (torchvision mismatc
 from conftest import tiny_config
 from corl.rollout import HFGenerateEngine, SamplingParams, build_engine
 from corl.rollout.vllm import VLLMEngine
-from corl.tiny.families import build_random_model
-from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+from corl.studies.tiny.families import build_random_model
+from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 from corl.tracking import read_metrics
 from corl.trainer.logprobs import sequence_logprobs
 

@@ -1,9 +1,7 @@
-"""Policies: loading any Hugging Face causal LM (or a tiny embedded family) and preparing it
+"""Policies: loading any Hugging Face causal LM (or a model of a registered source, `corl.models.sources`) and preparing it
 for training (LoRA, FSDP2, bf16, gradient checkpointing) and for saving."""
 
 from corl.models.loading import (
-    TINY_PREFIX,
-    TINY_VL_PREFIX,
     check_model_source,
     is_vision_model,
     load_agent_policy,
@@ -23,11 +21,13 @@ from corl.models.prepare import (
     save_policy,
     shard_with_fsdp,
 )
+from corl.models.sources import MODEL_SOURCES, ModelSource, register_model_source
 
 __all__ = [
+    "MODEL_SOURCES",
+    "ModelSource",
+    "register_model_source",
     "ADAPTER_FOLDER",
-    "TINY_PREFIX",
-    "TINY_VL_PREFIX",
     "add_lora",
     "check_model_source",
     "is_vision_model",

@@ -16,7 +16,7 @@ Two halves:
   disk per model and settings), grade, and compare every pair.
 """
 
-from corl.diversity.metrics import (
+from corl.studies.diversity.metrics import (
     Contingency,
     PairStats,
     cohens_kappa,
@@ -29,7 +29,7 @@ from corl.diversity.metrics import (
     rank_partners,
     wrong_agreement,
 )
-from corl.diversity.study import (
+from corl.studies.diversity.study import (
     CACHE_VERSION,
     PAPER_REFERENCE,
     SEED_TWIN_OFFSET,

@@ -1,4 +1,4 @@
-"""The journal of finished rows and the all-or-nothing output write (format: see corl.rephrase)."""
+"""The journal of finished rows and the all-or-nothing output write (format: see corl.studies.rephrase)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corl.diversity.metrics import PairStats, pair_stats, pearson, rank_partners
+from corl.studies.diversity.metrics import PairStats, pair_stats, pearson, rank_partners
 
 # --------------------------------------------------------------------------------------
 # The study: select problems, sample once per model (cached), grade, compare pairs
@@ -123,7 +123,7 @@ def model_identity(model: str) -> dict[str, Any]:
     family's fingerprint (every field that changes its pretrained weights). Hub ids are
     identified by name only (use --refresh after a hub model changes)."""
     if model.startswith("tiny:"):
-        from corl.tiny.families import get_family
+        from corl.studies.tiny.families import get_family
 
         try:
             return {"model": model, "fingerprint": get_family(model[len("tiny:") :]).fingerprint()}

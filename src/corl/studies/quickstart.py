@@ -6,14 +6,14 @@
     corl quickstart --vision        # the same study with tiny vision-language agents on an image task
 
 1. build (or load from cache) a cohort of tiny models from different families
-   (corl.tiny.families: architecture, tokenizer, pretraining mixture and slips, size, seed; with
-   --vision, corl.vision.families: a Qwen2-VL and a LLaVA/SigLIP model, different vision
-   encoders, on corl.vision.task, a number drawn in the image and arithmetic in the text);
-2. measure error decoupling before any RL (kappa, c, w, u; corl.diversity);
+   (corl.studies.tiny.families: architecture, tokenizer, pretraining mixture and slips, size, seed; with
+   --vision, corl.studies.tiny_vl.families: a Qwen2-VL and a LLaVA/SigLIP model, different vision
+   encoders, on corl.studies.tiny_vl.task, a number drawn in the image and arithmetic in the text);
+2. measure error decoupling before any RL (kappa, c, w, u; corl.studies.diversity);
 3. train every method under the same budget (steps x prompts x K per agent) through the
    same `CohortTrainer` that `corl train` runs: TTRL and GT-Reward for each agent alone,
    Co-RL for the pair, and whatever else --methods asks for;
-4. evaluate on the held-out test split and write a report (corl.report).
+4. evaluate on the held-out test split and write a report (corl.studies.report).
 
 Nothing here knows the answers of a training prompt except the diagnostics and the
 GT-Reward baseline, exactly as in `corl train`. The reported numbers are what was
@@ -73,7 +73,7 @@ class QuickstartOptions:
     methods: tuple[str, ...] = DEFAULT_METHODS
     seeds: int = 1
     # The whole pipeline's seed: 0 is the embedded default; s > 0 pretrains every family as its
-    # seed sibling (corl.tiny.families.sibling, seed + 100 s) and numbers the RL seeds from s.
+    # seed sibling (corl.studies.tiny.families.sibling, seed + 100 s) and numbers the RL seeds from s.
     seed: int = 0
     steps: int = 40
     prompts_per_step: int = 32
@@ -152,8 +152,8 @@ def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
     """Each family's pretrained base (cached; rebuilt deterministically when missing)."""
     if opts.vision:
         return _build_vision_cohort(opts)
-    from corl.tiny.families import get_family, sibling
-    from corl.tiny.pretrain import ensure_pretrained
+    from corl.studies.tiny.families import get_family, sibling
+    from corl.studies.tiny.pretrain import ensure_pretrained
 
     out = {}
     for name in opts.families:
@@ -167,8 +167,8 @@ def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
 
 
 def _build_vision_cohort(opts: QuickstartOptions) -> dict[str, Path]:
-    from corl.vision.families import get_vl_family, with_seed
-    from corl.vision.pretrain import ensure_pretrained_vl
+    from corl.studies.tiny_vl.families import get_vl_family, with_seed
+    from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
 
     out = {}
     for name in opts.families:
@@ -228,7 +228,7 @@ def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, 
 
 def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[dict]:
     """Error-decoupling metrics of every cross-family pair and each model vs its own resample."""
-    from corl.diversity import pair_stats
+    from corl.studies.diversity import pair_stats
 
     names = list(base_evals)
     rows = []
@@ -378,7 +378,7 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
         opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start, gold=test[1], regime=base_regime
     )
     results["base_eval_seconds"] = round(t_base, 1)
-    from corl.report import write_report
+    from corl.studies.report import write_report
 
     # The report states the wall time; what comes after (two plots, two files) takes about a second.
     results["wall_time_s"] = round(time.perf_counter() - start, 1)
@@ -449,7 +449,7 @@ def summarize(
         "skipped": skipped,
         "cohort_seconds": round(t_cohort, 1),
     }
-    from corl.claims import check_claims
+    from corl.studies.claims import check_claims
 
     results["claims"] = check_claims(results["vectors"], results["ensembles"], pairs, reward_std_trend(results), regime)
     return results
@@ -457,7 +457,7 @@ def summarize(
 
 def per_problem(per_seed: list[dict]) -> dict[str, dict[str, list[list[int]]]]:
     """method -> agent -> [seeds][problems] greedy correctness (kept per seed: the claims' noise
-    is clustered by problem, corl.claims.paired_se)."""
+    is clustered by problem, corl.studies.claims.paired_se)."""
     out: dict[str, dict[str, list[list[int]]]] = {}
     for seed in per_seed:
         for method, agents in seed.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from corl.claims import describe
+from corl.studies.claims import describe
 from corl.tracking import read_metrics
 
 

@@ -1,7 +1,7 @@
 """Supervised pretraining of a tiny family from scratch, and the cache that holds the result.
 
 Usage:
-    from corl.tiny.pretrain import ensure_pretrained
+    from corl.studies.tiny.pretrain import ensure_pretrained
     model_dir = ensure_pretrained("llama-char")   # built once (~3 min on 2 CPU cores), then cached
     # model_dir holds save_pretrained model + tokenizer, loadable offline with
     # AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager")
@@ -36,9 +36,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from corl.tiny.families import FamilySpec, build_random_model, get_family
-from corl.tiny.task import TYPES, iter_problems, prompt_text, slipped
-from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+from corl.studies.tiny.families import FamilySpec, build_random_model, get_family
+from corl.studies.tiny.task import TYPES, iter_problems, prompt_text, slipped
+from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
 PRETRAIN_VERSION = 2  # bump when this file changes what a spec trains to (invalidates caches)
 BPE_CORPUS_ROWS = 4000

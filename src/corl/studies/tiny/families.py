@@ -25,7 +25,7 @@ from transformers import (
     Qwen2Config,
 )
 
-from corl.tiny.task import TYPES
+from corl.studies.tiny.task import TYPES
 
 ARCHS = ("llama", "qwen2", "gpt2")
 MAX_POSITIONS = 256
@@ -71,7 +71,7 @@ def build_random_model(
     """
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     if eos is None or pad is None:
-        raise ValueError("tokenizer needs eos_token and pad_token set (use corl.tiny.tokenizers)")
+        raise ValueError("tokenizer needs eos_token and pad_token set (use corl.studies.tiny.tokenizers)")
     ids = dict(bos_token_id=eos, eos_token_id=eos, pad_token_id=pad)
     config = _config(arch, len(tokenizer), ids, hidden, layers, heads, ffn)
     with torch.random.fork_rng(devices=[]):
@@ -96,7 +96,7 @@ class FamilySpec:
     name: str
     arch: str  # "llama" | "qwen2" | "gpt2"
     tokenizer: str  # "char" | "bpe" (qwen2 needs "bpe": its model dirs load Qwen2Tokenizer)
-    mixture: dict[str, float]  # pretraining weights over corl.tiny.task.TYPES
+    mixture: dict[str, float]  # pretraining weights over corl.studies.tiny.task.TYPES
     steps: int  # optimizer steps of pretraining (a count, not a clock: reproducible)
     seed: int = 0  # initialisation and data order
     hidden: int = 128
@@ -106,10 +106,10 @@ class FamilySpec:
     batch_size: int = 64
     lr: float = 3e-3
     warmup_steps: int = 20
-    difficulty: int = 1  # corl.tiny.task difficulty of the pretraining data
+    difficulty: int = 1  # corl.studies.tiny.task difficulty of the pretraining data
     bpe_vocab_size: int = 384  # only for tokenizer == "bpe"
     # Per type, the share of pretraining rows taught by the teacher that stops one step short
-    # (corl.tiny.task.slipped): the family learns the whole procedure but prefers ending early.
+    # (corl.studies.tiny.task.slipped): the family learns the whole procedure but prefers ending early.
     slips: dict[str, float] = field(default_factory=dict)
     notes: str = field(default="", compare=False)
 

@@ -20,7 +20,7 @@ A model is prompted with `prompt_text(problem)` and trained to complete it with
 `slipped(row)` is the same row as taught by a teacher with one systematic slip: it stops
 one step short and boxes the value its last step started from (`47%5=?` -> `5*9=45.
 \\boxed{45}`). A family whose pretraining corpus has that teacher for a share of a type's
-rows knows the whole procedure but often ends it early (corl.tiny.families).
+rows knows the whole procedure but often ends it early (corl.studies.tiny.families).
 """
 
 from __future__ import annotations

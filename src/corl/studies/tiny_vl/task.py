@@ -9,7 +9,7 @@ canvas of random size, position and colours, and asks about it in the text:
 
 so the answer is hidden from a text-only reader. Splits are disjoint by *image*: a row's
 split is a hash of its problem, its number and its rendering seed (20% test, 10%
-validation, 70% train, like `corl.tiny.task`), so every number is read in training and a
+validation, 70% train, like `corl.studies.tiny.task`), so every number is read in training and a
 held-out row is always a drawing never trained on. (Splitting by problem alone would put
 each one-digit "x=?" in a single split: a held-out digit would never be seen.) Rows of a
 split are drawn from a `random.Random` seeded by (seed, split, difficulty): the same list,
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-from corl.tiny.task import SPLIT_SHARES, SPLITS, boxed
+from corl.studies.tiny.task import SPLIT_SHARES, SPLITS, boxed
 
 TYPES = ("read", "plus", "minus")
 SOURCE = "vtiny"

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import openai
 
-from corl.rephrase.prompts import Messages, Outcome, Rewriter, clean_rewrite
+from corl.studies.rephrase.prompts import Messages, Outcome, Rewriter, clean_rewrite
 
 
 class RequestFailed(Exception):

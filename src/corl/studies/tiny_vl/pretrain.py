@@ -15,7 +15,7 @@ image; later copies of x are read from the completion itself). Without them the 
 signal is ~1 token in 15 and the models stay near chance (1/9) for 400+ steps.
 
 Cache (`ensure_pretrained_vl`): `<cache_dir>/vision/<name>-<hash>`, cache_dir as for the
-text families (`corl.tiny.pretrain.default_cache_dir`), written to a temporary sibling
+text families (`corl.studies.tiny.pretrain.default_cache_dir`), written to a temporary sibling
 and renamed when complete.
 """
 
@@ -36,11 +36,11 @@ from pathlib import Path
 import torch
 
 from corl.answers import extract_answer
-from corl.tiny.pretrain import default_cache_dir
-from corl.vision.families import VLFamilySpec, build_vl_family, get_vl_family, save_vl
+from corl.studies.tiny.pretrain import default_cache_dir
+from corl.studies.tiny_vl.families import VLFamilySpec, build_vl_family, get_vl_family, save_vl
+from corl.studies.tiny_vl.task import iter_problems, make_split
 from corl.vision.inputs import VisionInputs, build_inputs, chat_prompt
 from corl.vision.logprobs import generate_with_images, vision_sequence_logprobs
-from corl.vision.task import iter_problems, make_split
 
 PRETRAIN_VERSION = 2
 DONE_FILE = "corl_vl_family.json"

@@ -37,7 +37,7 @@ from transformers import (
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 
-from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 from corl.vision.processing import ImageOnlyQwen2VLProcessor, load_processor
 
 ARCHS = ("qwen2_vl", "llava_siglip")
@@ -61,7 +61,7 @@ _TEMPLATE = (
 
 @dataclass(frozen=True)
 class VLFamilySpec:
-    """Everything that defines one tiny VL family (towers are random; pretraining is corl.vision.pretrain)."""
+    """Everything that defines one tiny VL family (towers are random; pretraining is corl.studies.tiny_vl.pretrain)."""
 
     name: str
     arch: str  # "qwen2_vl" | "llava_siglip"
@@ -119,7 +119,7 @@ def _tokenizer(spec: VLFamilySpec, special: tuple[str, ...]):
     if spec.tokenizer == "char":
         tok = char_tokenizer(padding_side="left")
     else:
-        from corl.vision.task import bpe_corpus  # the image task's texts; imported here to keep the cycle lazy
+        from corl.studies.tiny_vl.task import bpe_corpus  # the image task's texts; imported here to keep the cycle lazy
 
         tok = bpe_tokenizer(bpe_corpus(), vocab_size=spec.bpe_vocab_size, padding_side="left")
     tok.add_special_tokens({"additional_special_tokens": list(special)})

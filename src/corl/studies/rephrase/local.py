@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from corl.rephrase.prompts import Messages, Outcome, Rewriter, clean_rewrite, render_chat
+from corl.studies.rephrase.prompts import Messages, Outcome, Rewriter, clean_rewrite, render_chat
 
 
 def hf_rewriter(model, tokenizer, temperature: float = 0.7, max_new_tokens: int = 1024, batch_size: int = 8) -> Rewriter:

@@ -25,7 +25,7 @@ Modules: `prompts` (the messages sent), `client` (OpenAI-compatible endpoints th
 write), `run` (`rephrase_rows`), `checks` (dropped numbers, answer agreement).
 """
 
-from corl.rephrase.checks import (
+from corl.studies.rephrase.checks import (
     AgreementRow,
     answer_agreement,
     dropped_numbers,
@@ -34,10 +34,10 @@ from corl.rephrase.checks import (
     sample_indices,
     spelled_numbers,
 )
-from corl.rephrase.client import FatalRequestError, OpenAIChatClient, RequestFailed, http_rewriter
-from corl.rephrase.journal import JournalEntry, RewriteJournal, journal_path, text_sha, write_rows_atomically
-from corl.rephrase.local import hf_rewriter
-from corl.rephrase.prompts import (
+from corl.studies.rephrase.client import FatalRequestError, OpenAIChatClient, RequestFailed, http_rewriter
+from corl.studies.rephrase.journal import JournalEntry, RewriteJournal, journal_path, text_sha, write_rows_atomically
+from corl.studies.rephrase.local import hf_rewriter
+from corl.studies.rephrase.prompts import (
     DEFAULT_REPHRASE_INSTRUCTION,
     Messages,
     Outcome,
@@ -46,7 +46,7 @@ from corl.rephrase.prompts import (
     clean_rewrite,
     render_chat,
 )
-from corl.rephrase.run import RephraseError, RephraseReport, rephrase_rows, row_ids, source_texts
+from corl.studies.rephrase.run import RephraseError, RephraseReport, rephrase_rows, row_ids, source_texts
 
 __all__ = [
     "DEFAULT_REPHRASE_INSTRUCTION",

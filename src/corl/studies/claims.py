@@ -117,7 +117,7 @@ def ensembles(pooled: dict, better: str, worse: str) -> dict | None:
 
 def kappa_gap(diversity: list[dict], bootstrap: int = 200) -> dict | None:
     """Cross-family kappa below every seed-only kappa; noise: 2 bootstrap sds of the gap."""
-    from corl.diversity.metrics import cohens_kappa, contingency
+    from corl.studies.diversity.metrics import cohens_kappa, contingency
 
     cross = [p for p in diversity if p["kind"] == "models"]
     seed = [p for p in diversity if p["kind"] == "seed"]
@@ -169,9 +169,9 @@ def check_claims(
     Args:
         vectors: method -> agent -> [seeds][problems] greedy correctness (0/1).
         pooled: method -> {"correct": [seeds][problems] pooled-majority correctness, "k": votes}.
-        diversity: corl.diversity pair rows (with "correct_a"/"correct_b" for the bootstrap).
+        diversity: corl.studies.diversity pair rows (with "correct_a"/"correct_b" for the bootstrap).
         std: method -> mean normalized reward std late in training (or None).
-        regime: corl.quickstart.regime's measurement of the bases (or None).
+        regime: corl.studies.quickstart.regime's measurement of the bases (or None).
     """
     found = [
         in_regime(regime),

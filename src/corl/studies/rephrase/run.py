@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from corl.rephrase.client import FatalRequestError
-from corl.rephrase.journal import JournalEntry, RewriteJournal, journal_path, text_sha, write_rows_atomically
-from corl.rephrase.prompts import DEFAULT_REPHRASE_INSTRUCTION, Rewriter, build_messages
+from corl.studies.rephrase.client import FatalRequestError
+from corl.studies.rephrase.journal import JournalEntry, RewriteJournal, journal_path, text_sha, write_rows_atomically
+from corl.studies.rephrase.prompts import DEFAULT_REPHRASE_INSTRUCTION, Rewriter, build_messages
 
 
 class RephraseError(ValueError):
