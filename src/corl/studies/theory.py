@@ -41,7 +41,6 @@ t = steps * sqrt((K-1)/K) (`sim_horizon`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import operator
 from collections.abc import Callable
@@ -53,104 +52,19 @@ import torch
 from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, token_logprobs
 from corl.labels import AnswersTable, build_label_source
 from corl.rewards import agreement_rewards
-
-CORRECT, WRONG, UNDECIDED = "correct", "wrong", "undecided"
-
-
-# ---------------------------------------------------------------- 1. the ODEs
-
-
-def binomial_pmf(p: np.ndarray, k: int) -> np.ndarray:
-    """P(C = c) for C ~ Bin(k, p), c = 0..k.  Shapes: p [...] -> [..., k+1]."""
-    p = np.asarray(p, dtype=float)
-    return _binomial_coefficients(k) * _powers(p, k) * _powers(1.0 - p, k)[..., ::-1]
-
-
-def _powers(x: np.ndarray, k: int) -> np.ndarray:
-    """x**0 .. x**k by repeated products (about 3x faster than a broadcast power). [...] -> [..., k+1]."""
-    out = np.empty((*x.shape, k + 1))
-    out[..., 0] = 1.0
-    for i in range(1, k + 1):
-        out[..., i] = out[..., i - 1] * x
-    return out
-
-
-@functools.cache
-def _binomial_coefficients(k: int) -> np.ndarray:
-    return np.array([math.comb(k, i) for i in range(k + 1)], dtype=float)
-
-
-def _group_spread(k: int) -> np.ndarray:
-    """sqrt(C(K-C))/K for C = 0..K: the mean |A * dlogpi/dtheta| of a group with C correct."""
-    c = np.arange(k + 1)
-    return np.sqrt(c * (k - c)) / k
-
-
-def majority_correct(p: np.ndarray, k: int) -> np.ndarray:
-    """V_K(p): probability that the majority of K answers is the correct one.
-
-    A tie (even K, C = K/2) counts 1/2: majority_vote breaks it by first occurrence in
-    sample order, and given C = K/2 the first of K exchangeable samples is correct with
-    probability exactly 1/2.
-    """
-    c = np.arange(k + 1)
-    wins = np.where(2 * c > k, 1.0, np.where(2 * c == k, 0.5, 0.0))
-    return binomial_pmf(p, k) @ wins
-
-
-def label_signal(p: np.ndarray, k: int) -> np.ndarray:
-    """phi_K(p) = 2 V_K(p) - 1: the expected sign of a label drawn from a peer at p."""
-    return 2.0 * majority_correct(p, k) - 1.0
-
-
-def peer_gain(p: np.ndarray, k: int, eta: float = 1.0) -> np.ndarray:
-    """q_K(p) = eta p(1-p) E[sqrt(C(K-C))/K]: how fast a correct label moves p."""
-    p = np.asarray(p, dtype=float)
-    return eta * p * (1.0 - p) * (binomial_pmf(p, k) @ _group_spread(k))
-
-
-def self_drift(p: np.ndarray, k: int, eta: float = 1.0) -> np.ndarray:
-    """dp/dt under self-reward (Proposition 2). Shapes: [...] -> [...]."""
-    p = np.asarray(p, dtype=float)
-    c = np.arange(k + 1)
-    signed = np.sign(c - k / 2) * _group_spread(k)  # a tie (sign 0) has zero expected drift
-    return eta * p * (1.0 - p) * (binomial_pmf(p, k) @ signed)
-
-
-def ring_drift(p: np.ndarray, k: int, eta: float = 1.0) -> np.ndarray:
-    """dp_n/dt = q_K(p_n) phi_K(p_{n-1}) on a ring of N agents (Theorem 1 is N = 2).
-
-    Shapes: p [..., N] -> [..., N].
-    """
-    p = np.asarray(p, dtype=float)
-    teacher = np.roll(p, 1, axis=-1)  # teacher[..., n] = p[..., n-1], agent 0 taught by N-1
-    return peer_gain(p, k, eta) * label_signal(teacher, k)
-
-
-def integrate(drift: Callable[[np.ndarray], np.ndarray], p0: np.ndarray, t_end: float, dt: float = 0.1) -> np.ndarray:
-    """Classical RK4 from p0 to t_end; returns the trajectory [steps+1, *p0.shape]."""
-    p = np.asarray(p0, dtype=float).copy()
-    steps = max(1, int(round(t_end / dt)))
-    out = np.empty((steps + 1, *p.shape))
-    out[0] = p
-    for i in range(steps):
-        k1 = drift(p)
-        k2 = drift(p + 0.5 * dt * k1)
-        k3 = drift(p + 0.5 * dt * k2)
-        k4 = drift(p + dt * k3)
-        p = np.clip(p + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4), 0.0, 1.0)
-        out[i + 1] = p
-    return out
-
-
-def outcome(p: float, tol: float = 0.05) -> str:
-    """Where a run ended: 'correct' (p > 1 - tol), 'wrong' (p < tol) or 'undecided'."""
-    if p > 1.0 - tol:
-        return CORRECT
-    if p < tol:
-        return WRONG
-    return UNDECIDED
-
+from corl.studies.theory_ode import (  # noqa: F401  (Part 1, the ODEs: its names are offered here too)
+    CORRECT,
+    UNDECIDED,
+    WRONG,
+    binomial_pmf,
+    integrate,
+    label_signal,
+    majority_correct,
+    outcome,
+    peer_gain,
+    ring_drift,
+    self_drift,
+)
 
 # ------------------------------------------------- 2. the same through corl's real code
 
@@ -511,47 +425,3 @@ def run_theory(settings: TheorySettings, progress: Callable[[str], None] | None 
         "example": paper_example(multi, settings.example_questions),
     }
     return report
-
-
-def plot_theory(report: dict, path: str) -> None:
-    """Self-reward drift and the Co-RL phase portrait with the separatrix, as one PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sim = report["settings"]["sim"]
-    k, eta = sim["k"], sim["lr"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5.2))
-
-    p = np.linspace(0.0, 1.0, 201)
-    for kk, style in ((k, "-"), (k + 1 if k % 2 else k - 1, "--")):
-        ax1.plot(p, self_drift(p, kk, eta), style, label=f"ODE, K={kk}")
-    for i, row in enumerate(report["self_grid"]["rows"]):
-        colour = {"correct": "tab:green", "wrong": "tab:red"}.get(row["sim"], "tab:grey")
-        label = "real code's end from p(0): green 1, red 0" if i == 0 else None
-        ax1.scatter(row["p0"], 0.0, color=colour, zorder=3, label=label)
-    ax1.axhline(0.0, color="black", lw=0.6)
-    ax1.axvline(0.5, color="black", lw=0.6, ls=":")
-    ax1.set(xlabel="p (probability of the correct answer)", ylabel="dp/dt")
-    ax1.set_title("Self-reward (Prop. 2): p = 1/2 repels")
-    ax1.legend(loc="upper left", fontsize=8)
-
-    grid = np.linspace(0.0, 1.0, 25)
-    pa, pb = np.meshgrid(grid, grid)
-    field_ = ring_drift(np.stack([pa, pb], -1), k, eta)
-    ax2.streamplot(pa, pb, field_[..., 0], field_[..., 1], color="0.75", density=1.1, linewidth=0.7)
-    ax2.plot([0, 1], [1, 0], color="black", lw=1.5, label="separatrix $p_A + p_B = 1$")
-    for row in report["peer_grid"]["rows"]:
-        start = np.array([row["p_a"], row["p_b"]])
-        traj = integrate(lambda x: ring_drift(x, k, eta), start, t_end=sim_horizon(SimSettings(**sim)), dt=0.5)
-        colour = {"correct": "tab:green", "wrong": "tab:red"}.get(row["ode"], "tab:grey")
-        ax2.plot(traj[:, 0], traj[:, 1], color=colour, lw=0.6, alpha=0.6)
-        marker = {"correct": "^", "wrong": "v"}.get(row["sim"], "o")
-        ax2.scatter(*start, marker=marker, color=colour, s=22, zorder=3)
-    ax2.set(xlim=(0, 1), ylim=(0, 1), xlabel="$p_A$", ylabel="$p_B$", aspect="equal")
-    ax2.set_title(f"Co-RL (Thm. 1), K={k}: ODE paths; marker = real code (^ correct, v wrong)", fontsize=9)
-    ax2.legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
