@@ -31,6 +31,7 @@ from corl.config.sections import (
     LoggingConfig,
     LoRAConfig,
     PlanConfig,
+    RewardTerm,
     RolloutConfig,
     WandbConfig,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_LR",
     "PlanConfig",
     "RESUME_MAY_CHANGE",
+    "RewardTerm",
     "RolloutConfig",
     "RunConfig",
     "WandbConfig",

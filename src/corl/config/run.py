@@ -73,12 +73,11 @@ class RunConfig(_Strict):
             raise ValueError(
                 f"cohort.label_source {spec.name!r} needs at least {spec.min_agents} agents (use 'self' for a single agent)"
             )
-        if spec.reads_gold and self.data.task == "code":
-            # a program has no final answer to compare with a gold one: its ground truth is its tests
-            raise ValueError(
-                f"cohort.label_source {spec.name!r} compares answers with a gold answer, which a code task does not have; "
-                "GT-Reward for code is cohort.reward: tests (with a label-free label_source such as 'self')"
-            )
+        from corl.tasks import task_spec
+
+        task = task_spec(self.data.task)
+        if task.check_config is not None:
+            task.check_config(self)  # what this task kind cannot train (code: a gold-answer label source)
         if spec.reads_gold and not self.data.answer_field:
             raise ValueError(f"cohort.label_source {spec.name!r} needs data.answer_field")
         if spec.needs_teacher and (self.compute.lora is not None or self.distributed.fsdp):

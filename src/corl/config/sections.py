@@ -106,6 +106,18 @@ class DataConfig(_Strict):
         return _registered("corl.tasks", "TASKS", name)
 
 
+class RewardTerm(_Strict):
+    """One part of the step's reward: a registered reward and its weight."""
+
+    name: str = Field(description="A registered reward (corl.rewards).")
+    weight: float = Field(1.0, allow_inf_nan=False, description="Its weight in the sum.")
+
+    @field_validator("name")
+    @classmethod
+    def _known_reward(cls, name: str) -> str:
+        return _registered("corl.rewards", "REWARDS", name)
+
+
 class CohortConfig(_Strict):
     """Algorithm 1's knobs: who labels whom, how much is sampled, for how long."""
 
@@ -120,6 +132,29 @@ class CohortConfig(_Strict):
         "(minus mean token entropy, arXiv:2505.22660); self_certainty = Intuitor (mean KL(U || p), arXiv:2505.19590). "
         "The intrinsic rewards ignore labels (still computed for the diagnostics).",
     )
+
+    rewards: list[RewardTerm] | None = Field(
+        None,
+        min_length=1,
+        description="Rewards summed with weights, e.g. [{name: agreement, weight: 1.0}, {name: my_format, weight: 0.1}]; "
+        "unset = cohort.reward with weight 1. When both are set, cohort.reward names the first term.",
+    )
+
+    @model_validator(mode="after")
+    def _one_reward_setting(self) -> CohortConfig:
+        if self.rewards is not None:
+            if "reward" in self.model_fields_set and self.reward != self.rewards[0].name:
+                raise ValueError(
+                    f"set cohort.rewards or cohort.reward, not both (cohort.reward {self.reward!r} is not its first term)"
+                )
+            self.__dict__["reward"] = self.rewards[0].name  # the primary reward (model cards, method names)
+        return self
+
+    def reward_terms(self) -> list[tuple[str, float]]:
+        """[(reward name, weight)]: cohort.rewards, or cohort.reward with weight 1."""
+        if self.rewards is None:
+            return [(self.reward, 1.0)]
+        return [(term.name, term.weight) for term in self.rewards]
 
     @field_validator("label_source")
     @classmethod

@@ -246,10 +246,9 @@ def score_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
     """Passes without autograd before the update: old log-probs (grpo.num_passes > 1), the KL
     reference's log-probs (grpo.beta > 0) over all the rank's sequences at once, and rewards
     read from logits (entropy, self_certainty) 64 sequences at a time."""
-    from corl.rewards import REWARDS
+    from corl.rewards import weighted_reward
 
-    reward = REWARDS.get(cfg.cohort.reward)
-    from_logits = not (reward.binary or reward.reads_gold)
+    from_logits = weighted_reward(cfg.cohort.reward_terms()).reads_logits
     whole = cfg.grpo.num_passes > 1 or cfg.grpo.beta > 0
     if not (whole or from_logits):
         return []

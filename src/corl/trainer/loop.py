@@ -29,11 +29,12 @@ import time
 import torch
 
 from corl.data import Problem, batch_indices
+from corl.rewards import RewardInputs
 from corl.rollout import Rollout
 from corl.trainer.agent import Agent
 from corl.trainer.metrics import step_metrics
 from corl.trainer.run import Run
-from corl.trainer.table import AgentShard, PromptAnswers, answers_table, assemble
+from corl.trainer.table import AgentShard, PromptAnswers, answers_table, assemble, sample_infos
 
 
 class CohortTrainer(Run):
@@ -100,13 +101,16 @@ class CohortTrainer(Run):
         return self._sample(step, agent, [batch[i] for i in positions], k)
 
     def _answers(self, agent: Agent, rollout: Rollout, problems: list[Problem], k: int) -> list[PromptAnswers]:
-        """The task kind's answers for an agent's rollout (and for its EMA teacher's samples)."""
+        """The task kind's answers for an agent's rollout (and for its EMA teacher's samples),
+        with what the table records of each sample (`SampleInfo`)."""
         answers, keys = self._drop_truncated(rollout, *self.task.answers(rollout.texts, problems, k))
+        samples = sample_infos(rollout, keys)
         if agent.teacher is None:
-            return [PromptAnswers(a, key) for a, key in zip(answers, keys, strict=True)]
+            return [PromptAnswers(a, key, samples=info) for a, key, info in zip(answers, keys, samples, strict=True)]
         teacher = agent.sample_teacher(problems, k, self.params)
         t_answers, t_keys = self._drop_truncated(teacher, *self.task.answers(teacher.texts, problems, k))
-        return [PromptAnswers(*row) for row in zip(answers, keys, t_answers, t_keys, strict=True)]
+        rows = zip(answers, keys, t_answers, t_keys, samples, strict=True)
+        return [PromptAnswers(a, key, t_a, t_key, samples=info) for a, key, t_a, t_key, info in rows]
 
     def _drop_truncated(self, rollout: Rollout, answers: list, keys: list) -> tuple[list, list]:
         """cohort.truncated_answers drop: a completion cut at the budget has no answer (a
@@ -121,14 +125,18 @@ class CohortTrainer(Run):
         return answers, keys
 
     def _rewards(self, n: int, agent: Agent, rollout: Rollout, table, labels, positions: list[int], mine: list[Problem]):
-        """Agent n's rewards for this process's prompts: [B, K]."""
-        k = self.cfg.cohort.samples_per_prompt
-        if self.reward.binary:
-            own = [table.answers[n][p] for p in positions], [table.keys[n][p] for p in positions]
-            return self.reward.from_labels(*own, [labels[n][p] for p in positions], self.task.equivalent)
-        if self.reward.reads_gold:
-            return self.reward.from_gold(rollout.texts, [self.train_data.row(p.id) for p in mine], k)
-        return agent.logit_rewards(rollout, self.reward.from_logits, self.cfg.cohort.temperature)
+        """Agent n's rewards for this process's prompts: [B, K], the weighted sum of cohort.rewards."""
+        inputs = RewardInputs(
+            texts=rollout.texts,
+            answers=[table.answers[n][p] for p in positions],
+            keys=[table.keys[n][p] for p in positions],
+            labels=[labels[n][p] for p in positions],
+            samples=[table.samples[n][p] for p in positions],
+            equivalent=self.task.equivalent,
+            k=self.cfg.cohort.samples_per_prompt,
+        )
+        gold_rows = lambda: [self.train_data.row(p.id) for p in mine]  # noqa: E731  (only a from_gold reward calls it)
+        return self.reward(inputs, gold_rows, lambda fn: agent.logit_rewards(rollout, fn, self.cfg.cohort.temperature))
 
     def _loss_excluded(self, rollout: Rollout) -> torch.Tensor | None:
         """cohort.truncated_answers drop: the truncated completions ([N] bool), left out of the

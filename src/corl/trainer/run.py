@@ -16,7 +16,7 @@ from corl.health import CollapseMonitor, HealthError, check_weight_growth, check
 from corl.labels import build_label_source, label_source_spec
 from corl.models import resolve_device
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
-from corl.rewards import reward_spec
+from corl.rewards import weighted_reward
 from corl.rollout import Rollout, SamplingParams
 from corl.run_folder import RunEntry, enter_run_folder, write_record
 from corl.tasks import task_spec
@@ -94,7 +94,7 @@ class Run:
 
         # Only a source that declares reads_gold (GT-Reward) is handed the answer column.
         self.label_spec = label_source_spec(cfg.cohort.label_source)
-        self.reward = reward_spec(cfg.cohort.reward)
+        self.reward = weighted_reward(cfg.cohort.reward_terms())
         self.task = task_spec(cfg.data.task)
         self.label_source = build_label_source(
             cfg.cohort.label_source,
@@ -148,7 +148,7 @@ class Run:
             if nonfinite(r):
                 bad = int((~torch.isfinite(r)).sum())
                 stop_or_warn(
-                    f"step {step}: agent {self.names[n]!r}: {bad} of {r.numel()} rewards are NaN/inf (cohort.reward {self.cfg.cohort.reward!r})",
+                    f"step {step}: agent {self.names[n]!r}: {bad} of {r.numel()} rewards are NaN/inf (cohort.reward {self.reward.name!r})",
                     stop,
                 )
 

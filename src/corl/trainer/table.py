@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corl.labels import AnswersTable
+from corl.labels import AnswersTable, SampleInfo, vote_shares
+from corl.rollout import Rollout
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class PromptAnswers:
     keys: tuple[str | None, ...]  # [K] canonical vote keys
     teacher_answers: tuple[str | None, ...] | None = None
     teacher_keys: tuple[str | None, ...] | None = None
+    samples: tuple[SampleInfo, ...] = ()  # [K] what else is known of each sample
 
 
 @dataclass(frozen=True)
@@ -54,4 +56,22 @@ def answers_table(prompt_ids: tuple[str, ...], rows: list[list[PromptAnswers]], 
         keys=grid("keys"),
         teacher_answers=grid("teacher_answers") if with_teacher else None,
         teacher_keys=grid("teacher_keys") if with_teacher else None,
+        samples=grid("samples"),
     )
+
+
+def sample_infos(rollout: Rollout, keys: list[tuple]) -> list[tuple[SampleInfo, ...]]:
+    """[B][K] per-sample records of a rollout whose vote keys are `keys` ([B][K])."""
+    k = rollout.num_samples
+    if rollout.sampling_logprobs is None:
+        logprobs = [float("nan")] * rollout.completion_lengths.numel()
+    else:  # [N, C] (zero past each completion's end)
+        logprobs = (rollout.sampling_logprobs.float() * rollout.completion_mask).sum(-1).tolist()
+    lengths = rollout.completion_lengths.tolist()
+    truncated = rollout.truncated.tolist()
+    out = []
+    for b, group in enumerate(keys):
+        shares = vote_shares(group)
+        rows = range(b * k, (b + 1) * k)
+        out.append(tuple(SampleInfo(logprobs[i], int(lengths[i]), bool(truncated[i]), share) for i, share in zip(rows, shares)))
+    return out
