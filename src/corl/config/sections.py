@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 MAX_LR = 1.0  # agents[].lr: see AgentConfig._a_usable_lr
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -200,7 +200,13 @@ class CohortConfig(_Strict):
 
 
 class RolloutConfig(_Strict):
-    """Who samples the rollouts: the engine and its options (see `corl.rollout`)."""
+    """Who samples the rollouts: the engine and its options (see `corl.rollout`).
+
+    An engine declares its own option block as a pydantic model (`Options` on its class) and
+    reads it with `options.block(name)`: `rollout: {engine: mine, mine: {beams: 4}}`. The keys
+    below are the built-in engines' options (hf, vllm), read flat as they always were."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     engine: str = Field("hf", description="Rollout engine: hf (Hugging Face generate, any device) or vllm (colocated vLLM).")
     batch_size: int | None = Field(None, ge=1, description="hf: sequences per generate call (memory cap); None = all.")
@@ -247,6 +253,38 @@ class RolloutConfig(_Strict):
     @classmethod
     def _known_engine(cls, name: str) -> str:
         return _registered("corl.rollout", "ENGINES", name)
+
+    @model_validator(mode="after")
+    def _engine_blocks(self) -> RolloutConfig:
+        """Every key not declared above is an engine's option block, checked by that engine's `Options`."""
+        from corl.rollout import ENGINES
+
+        for name, value in (self.__pydantic_extra__ or {}).items():
+            if name not in ENGINES:
+                raise ValueError(
+                    f"{name!r} is neither a rollout option nor a registered engine's option block ({', '.join(ENGINES.names())})"
+                )
+            options = getattr(ENGINES.get(name), "Options", None)
+            if options is None:
+                raise ValueError(
+                    f"rollout engine {name!r} declares no options (no Options model on its class); remove rollout.{name}"
+                )
+            if not isinstance(value, options):
+                try:
+                    self.__pydantic_extra__[name] = options.model_validate(value if value is not None else {})
+                except ValidationError as err:
+                    where = "; ".join(f"rollout.{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+                    raise ValueError(where) from None
+        return self
+
+    def block(self, engine: str):
+        """Engine `engine`'s option block (its `Options` model): as given, else its defaults."""
+        given = (self.__pydantic_extra__ or {}).get(engine)
+        if given is not None:
+            return given
+        from corl.rollout import ENGINES
+
+        return ENGINES.get(engine).Options()
 
 
 class GRPOConfig(_Strict):
