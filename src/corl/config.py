@@ -418,6 +418,36 @@ class PlanConfig(_Strict):
         return text
 
 
+class SuiteConfig(_Strict):
+    """A benchmark suite run on every agent of the final checkpoint when training ends: what
+    `corl suite` does, in a process of its own (see `corl.cli.train`)."""
+
+    name: str | None = Field(
+        None,
+        description="paper-text, math, code, or benchmark names joined by commas; None = no suite. Results in "
+        "RUN_DIR/suite (results.md, results.json; the checkpoint's model cards gain the figures).",
+    )
+    engine: Literal["auto", "hf", "vllm"] = Field("auto", description="auto (vLLM when installed, else hf), hf or vllm.")
+    data: dict[str, str] = Field(default_factory=dict, description="Another file for a benchmark: {NAME: PATH}.")
+    data_root: str | None = Field(None, description="Folder of the default benchmark files (None: ../shared/data).")
+    limit: int | None = Field(None, ge=1, description="First N problems per benchmark (smoke runs only).")
+    max_tokens: int | None = Field(None, ge=1, description="Token budget for every benchmark (smoke runs only).")
+    bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples per figure (0 = no intervals).")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str | None) -> str | None:
+        # a typo must stop the run before training, not after its last step
+        if name is not None:
+            from corl.suite import resolve_suite
+
+            try:
+                resolve_suite(name)
+            except ValueError as err:
+                raise ValueError(str(err).removeprefix(f"--suite {name!r}: ")) from None
+        return name
+
+
 class RunConfig(_Strict):
     """A whole run: the cohort, its data, the update rule, and where results go."""
 
@@ -455,6 +485,7 @@ class RunConfig(_Strict):
     distributed: DistributedConfig = DistributedConfig()
     health: HealthConfig = HealthConfig()
     plan: PlanConfig = PlanConfig()
+    suite: SuiteConfig = SuiteConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
@@ -571,6 +602,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
 RESUME_MAY_CHANGE = (
     "cohort.steps",
     "logging.",
+    "suite.",
     "output_dir",
     "resume",
     "health.",
