@@ -50,8 +50,10 @@ def train(
     from corl.launch import launch
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
+    from corl.tracking_wandb import check_wandb_installed
 
     try:
+        check_wandb_installed(cfg)  # a missing package first: the plan would read every model's config
         check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
     except (DataError, FileNotFoundError, ConfigError) as err:
