@@ -130,3 +130,35 @@ def test_a_suite_run_adds_its_figures_to_the_checkpoints_card(finished_run, tiny
     assert f"model card updated: {agent / 'README.md'}" in " ".join(done.stderr.split())
     assert "Suite `amc23`" in text and f"| {value:.3f} | — |" in text
     verify_checkpoint(checkpoint)  # the manifest follows the edited card: the checkpoint still resumes
+
+
+@pytest.mark.slow
+def test_a_run_with_a_suite_evaluates_every_agent_of_its_final_checkpoint(tmp_path, tiny_models, tiny_data):
+    """suite.name: `corl train` ends with `corl suite` on the final checkpoint's agents; a suite
+    that fails leaves the run intact and says how to finish it (exit 1); an unknown suite
+    stops the run before training."""
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, agents=2, cohort={"steps": 1}, logging={"tensorboard": False})
+    smoke = {"engine": "hf", "limit": 2, "max_tokens": 8, "bootstrap": 0}
+    raw["suite"] = {"name": "amc23", "data": {"amc23": str(tiny_data["test"])}, **smoke}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    done = corl("train", str(config), "-o", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    final = tmp_path / "run" / "checkpoints" / "step_000001"
+    results = json.loads((tmp_path / "run" / "suite" / "results.json").read_text())
+    assert set(results["models"]) == {str(final / "agent0"), str(final / "agent1")}
+    assert all("Suite `amc23`" in (final / name / "README.md").read_text() for name in ("agent0", "agent1"))
+
+    raw["suite"]["data"] = {"amc23": str(tmp_path / "missing.jsonl")}
+    config.write_text(yaml.safe_dump(raw))
+    done = corl("train", str(config), "-o", str(tmp_path / "run2"))
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert "the suite failed; the run is intact. Finish it with: corl suite" in said
+    assert (tmp_path / "run2" / "checkpoints" / "step_000001" / "agent1").is_dir()
+
+    raw["suite"]["name"] = "amc24"
+    config.write_text(yaml.safe_dump(raw))
+    done = corl("train", str(config), "-o", str(tmp_path / "run3"))
+    assert done.returncode == 2 and "suite.name" in done.stderr and "unknown benchmark(s) amc24" in done.stderr
+    assert not (tmp_path / "run3").exists()

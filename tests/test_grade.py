@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -178,3 +180,23 @@ def test_whole_programs_with_their_tests_in_the_row(tmp_path):
     path = _jsonl(tmp_path / "bad.jsonl", rows)
     result = runner.invoke(app, ["grade", str(path), "--task", "code", "--program-field", "programs"])
     assert result.exit_code == 2 and f"{path} line 2: has no tests" in said(result) and "give --tests FILE" in said(result)
+
+
+@needs_data
+def test_a_host_without_sandbox_walls_is_one_line_and_exit_2(tmp_path):
+    """A backend that cannot run here is found when the first program runs, deep inside
+    grading: the command says why in one line (no traceback) and exits 2."""
+    rows = _he_rows(1)
+    rows[0]["programs"] = [rows[0]["prompt"] + rows[0]["canonical_solution"]]
+    path = _jsonl(tmp_path / "programs.jsonl", rows)
+    # bwrap forced, on a PATH that cannot hold it: the interpreter's folder only
+    env = {**os.environ, "CORL_SANDBOX": "bwrap", "PATH": str(Path(sys.executable).parent)}
+    done = subprocess.run(
+        [sys.executable, "-m", "corl", "grade", str(path), "--task", "code", "--program-field", "programs"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "sandbox backend 'bwrap' does not work on this host: not installed" in done.stderr
+    assert "Traceback" not in done.stderr

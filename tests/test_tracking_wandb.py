@@ -14,6 +14,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -55,7 +56,15 @@ def wandb_records(path: Path):
 
 
 def offline_runs(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    """The run's offline segments, each read once W&B's service has written all of it: `finish()`
+    returns before the service (a process of its own) has flushed a resumed segment's log."""
+    paths = sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    for path in paths:
+        deadline = time.monotonic() + 120  # a hang guard, not a speed bound
+        while not any(r.WhichOneof("record_type") == "exit" for r in wandb_records(path)):
+            assert time.monotonic() < deadline, f"{path}: W&B never finished writing it (no exit record)"
+            time.sleep(0.2)
+    return paths
 
 
 def history(run_dir: Path) -> list[dict]:

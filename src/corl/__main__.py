@@ -1,6 +1,6 @@
 """`python -m corl ...` (what torchrun launches) is the `corl` command."""
 
-from corl.cli import app
+from corl.cli import main
 
 if __name__ == "__main__":
-    app()
+    main()

@@ -15,6 +15,7 @@ Each subcommand lives in its own module with a `register(app)` function; heavy i
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
 
@@ -49,10 +50,18 @@ def _not_inside_a_multiprocessing_child() -> None:
 _COMMAND_MODULES = ("train", "plan", "evaluate", "grade", "quickstart", "theory", "diversity", "rephrase", "suite")
 
 for _name in _COMMAND_MODULES:
+    importlib.import_module(f"{__name__}.{_name}").register(app)
+
+
+def main() -> None:
+    """The `corl` command. Errors every command can meet are answered here in one line:
+    a sandbox that cannot give walls is found when the first program runs, which may be
+    deep inside evaluation or training (exit 2: the host needs a backend, or the user's
+    explicit CORL_SANDBOX=none)."""
+    from corl.sandbox.isolation import SandboxUnavailable
+
     try:
-        _module = importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as err:  # pragma: no cover - only while a command is being written
-        if err.name != f"{__name__}.{_name}":
-            raise
-        continue
-    _module.register(app)
+        app()
+    except SandboxUnavailable as err:
+        print(f"corl: {err}", file=sys.stderr)
+        raise SystemExit(2) from None

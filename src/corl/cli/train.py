@@ -49,9 +49,11 @@ def train(
     from corl.launch import launch
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
+    from corl.tracking_wandb import check_wandb_installed
     from corl.trainer import Preempted
 
     try:
+        check_wandb_installed(cfg)  # a missing package first: the plan would read every model's config
         check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
     except (DataError, FileNotFoundError, ConfigError) as err:
@@ -71,6 +73,41 @@ def train(
         raise typer.Exit(1) from None
     if last is not None:
         console.print(f"done: {run_dir}  (metrics.jsonl, tensorboard/, checkpoints/)")
+        if cfg.suite.name:
+            _suite_after_training(cfg, Path(run_dir), console)
+
+
+# torchrun's variables: the suite's process is a single process, not a rank of the training job
+_TORCHRUN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _suite_after_training(cfg, run_dir: Path, console) -> None:
+    """`suite.name`: run `corl suite` on every agent of the final checkpoint, in a process of its own
+    (the trainer's memory and process group are gone; on a GPU the suite gets the whole device).
+    A failed suite leaves the run intact: exit 1, with the command that finishes it."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from corl.checkpoint import latest_checkpoint
+
+    checkpoint = latest_checkpoint(run_dir)
+    s = cfg.suite
+    args = ["suite", *(str(checkpoint / a.name) for a in cfg.agents), "--suite", s.name, "--out", str(run_dir / "suite")]
+    args += ["--engine", s.engine, "--bootstrap", str(s.bootstrap)]
+    args += [f"--data={name}={path}" for name, path in s.data.items()]
+    for flag, value in (("--data-root", s.data_root), ("--limit", s.limit), ("--max-tokens", s.max_tokens)):
+        if value is not None:
+            args += [flag, str(value)]
+    console.print(f"suite {s.name} on {checkpoint}: corl {shlex.join(args)}", soft_wrap=True)
+    env = {k: v for k, v in os.environ.items() if k not in _TORCHRUN_ENV}
+    if "torch" in sys.modules:  # the trainer's cached GPU memory goes back before the suite starts
+        gc.collect()
+        sys.modules["torch"].cuda.empty_cache()
+    if subprocess.run([sys.executable, "-m", "corl", *args], env=env).returncode != 0:
+        console.print(f"[red]error:[/red] the suite failed; the run is intact. Finish it with: corl {escape(shlex.join(args))}")
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

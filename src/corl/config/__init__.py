@@ -17,23 +17,26 @@ from corl.config.files import (
     validate_config,
 )
 from corl.config.run import RunConfig
+from corl.config.runtime import (
+    ComputeConfig,
+    DistributedConfig,
+    HealthConfig,
+    LoggingConfig,
+    LoRAConfig,
+    PlanConfig,
+    SuiteConfig,
+    WandbConfig,
+)
 from corl.config.sections import (
     DEFAULT_INSTRUCTION,
     MAX_LR,
     AgentConfig,
     CohortConfig,
-    ComputeConfig,
     ConfigError,
     DataConfig,
-    DistributedConfig,
     GRPOConfig,
-    HealthConfig,
-    LoggingConfig,
-    LoRAConfig,
-    PlanConfig,
     RewardTerm,
     RolloutConfig,
-    WandbConfig,
 )
 
 __all__ = [
@@ -53,6 +56,7 @@ __all__ = [
     "RESUME_MAY_CHANGE",
     "RewardTerm",
     "RolloutConfig",
+    "SuiteConfig",
     "RunConfig",
     "WandbConfig",
     "apply_overrides",

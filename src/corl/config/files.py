@@ -92,6 +92,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
 RESUME_MAY_CHANGE = (
     "cohort.steps",
     "logging.",
+    "suite.",
     "output_dir",
     "resume",
     "health.",

@@ -7,16 +7,19 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from corl.config.sections import (
-    AgentConfig,
-    CohortConfig,
+from corl.config.runtime import (
     ComputeConfig,
-    DataConfig,
     DistributedConfig,
-    GRPOConfig,
     HealthConfig,
     LoggingConfig,
     PlanConfig,
+    SuiteConfig,
+)
+from corl.config.sections import (
+    AgentConfig,
+    CohortConfig,
+    DataConfig,
+    GRPOConfig,
     RolloutConfig,
     _Strict,
 )
@@ -59,6 +62,7 @@ class RunConfig(_Strict):
     distributed: DistributedConfig = DistributedConfig()
     health: HealthConfig = HealthConfig()
     plan: PlanConfig = PlanConfig()
+    suite: SuiteConfig = SuiteConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:

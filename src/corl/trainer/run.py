@@ -119,7 +119,9 @@ class Run:
             write_record(self.run_dir, self.entry.record)
             dump_config(self.cfg, self.run_dir / "config.yaml")
         first = self.start_step if self.entry.checkpoint is not None else (-1 if self.entry.redo else None)
-        mirrors = wandb_mirrors(self.cfg, self.run_dir, resumed=self.entry.checkpoint is not None)
+        # a redone run continues its W&B run too: the steps it already sent are not sent again
+        continuing = self.entry.checkpoint is not None or self.entry.redo
+        mirrors = wandb_mirrors(self.cfg, self.run_dir, resumed=continuing)
         self.log = MetricsLog(self.run_dir, self.cfg.logging.reports_to("tensorboard"), resume_step=first, mirrors=mirrors)
 
     def step(self, step: int) -> dict[str, float]:
