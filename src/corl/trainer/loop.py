@@ -32,7 +32,7 @@ from corl.data import Problem, batch_indices
 from corl.rewards import RewardInputs
 from corl.rollout import Rollout
 from corl.trainer.agent import Agent
-from corl.trainer.metrics import step_metrics
+from corl.trainer.metrics import gather_metrics
 from corl.trainer.run import Run
 from corl.trainer.table import AgentShard, PromptAnswers, answers_table, assemble, sample_infos
 
@@ -78,15 +78,7 @@ class CohortTrainer(Run):
         t_update = time.perf_counter()
         self._check_updates(step, rewards, updates)
 
-        report = {
-            n: AgentShard(positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
-            for n in self.agents
-        }
-        stats = {n: updates[n].as_dict() for n in self.agents}
-        gathered = self.exchange.all_gather((report, stats))
-        per_prompt = assemble([g[0] for g in gathered], n_agents, len(batch), "rewards")
-        metrics = step_metrics(self, table, labels, per_prompt, [g[1] for g in gathered])
-        metrics.update(self.monitor(step, metrics, labels))
+        metrics = gather_metrics(self, step, table, labels, rewards, rollouts, updates, positions)
         metrics["time/sample_s"] = t_sample - t0
         metrics["time/update_s"] = t_update - t_sample
         return metrics

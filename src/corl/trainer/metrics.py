@@ -6,6 +6,23 @@ from __future__ import annotations
 import torch
 
 from corl.diagnostics import step_diagnostics
+from corl.trainer.table import AgentShard, assemble
+
+
+def gather_metrics(run, step: int, table, labels, rewards, rollouts, updates, positions: list[int]) -> dict[str, float]:
+    """Every process's rewards, lengths and update statistics, gathered; the step's metrics
+    (the same on every process) with the collapse monitor's."""
+    k = run.cfg.cohort.samples_per_prompt
+    report = {
+        n: AgentShard(positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
+        for n in run.agents
+    }
+    stats = {n: updates[n].as_dict() for n in run.agents}
+    gathered = run.exchange.all_gather((report, stats))
+    per_prompt = assemble([g[0] for g in gathered], len(run.cfg.agents), len(table.prompt_ids), "rewards")
+    metrics = step_metrics(run, table, labels, per_prompt, [g[1] for g in gathered])
+    metrics.update(run.monitor(step, metrics, labels))
+    return metrics
 
 
 def step_metrics(run, table, labels, per_prompt, stats_by_process) -> dict[str, float]:
