@@ -257,6 +257,8 @@ class RolloutConfig(_Strict):
     @model_validator(mode="after")
     def _engine_blocks(self) -> RolloutConfig:
         """Every key not declared above is an engine's option block, checked by that engine's `Options`."""
+        if not self.__pydantic_extra__:
+            return self  # importing corl.rollout loads torch: not for a config without blocks (corl --help)
         from corl.rollout import ENGINES
 
         for name, value in (self.__pydantic_extra__ or {}).items():

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from corl.config import RunConfig
 from corl.data import DataError, PromptTemplate, load_rows, row_images
-from corl.models.sources import split_model_name
+from corl.model_sources import split_model_name
 
 CHARS_PER_TOKEN = 3  # BPE tokenizers average 3-4 characters per token on English and LaTeX: the longer guess
 CHAT_TOKENS = 32  # what a chat template adds around a user turn, roughly (the estimate only)
