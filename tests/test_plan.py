@@ -128,6 +128,19 @@ def test_lora_counts_only_the_adapters(tmp_path):
     assert states["parameters"] == 4 * (SMALL_PARAMS + 1024)
 
 
+def test_frozen_log_probs_are_planned_one_update_minibatch_at_a_time(tmp_path):
+    """Old and reference log-probs run per update minibatch (Agent.frozen_logprobs), so their
+    forward is planned for a minibatch's rows, not for the rank's 12 sequences (6 prompts x 2)."""
+    plan = Planner(small_run(tmp_path), Machine(1, GIB, "cpu", "test")).plan(small_run(tmp_path))
+    assert plan.ranks[0].agents[0].phases["score"] == []  # beta 0, one pass: no frozen forward
+    for grpo in ({"beta": 0.01, "minibatch_size": 3}, {"num_passes": 2, "minibatch_size": 4}, {"beta": 0.01}):
+        cfg = small_run(tmp_path, grpo=grpo)
+        agent = Planner(cfg, Machine(1, GIB, "cpu", "test")).plan(cfg).ranks[0].agents[0]
+        [item] = agent.phases["score"]
+        rows = grpo.get("minibatch_size", 12)  # no minibatch_size: one minibatch of all 12
+        assert item.note.startswith(f"{rows} sequences x "), (grpo, item.note)
+
+
 def test_fsdp_shards_pad_the_first_dimension(tmp_path):
     cfg = small_run(tmp_path, distributed={"fsdp": True})
     # 6 ranks, 2 agents: 3 per agent. ceil(dim0 / 3) rows each: embedding 34x16 = 544; per

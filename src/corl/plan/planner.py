@@ -243,16 +243,17 @@ def sample_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
 
 
 def score_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
-    """Passes without autograd before the update: old log-probs (grpo.num_passes > 1), the KL
-    reference's log-probs (grpo.beta > 0) over all the rank's sequences at once, and rewards
-    read from logits (entropy, self_certainty) 64 sequences at a time."""
+    """Passes without autograd before the update: old log-probs (grpo.num_passes > 1) and the KL
+    reference's log-probs (grpo.beta > 0), one update minibatch at a time as `Agent` runs them,
+    and rewards read from logits (entropy, self_certainty) 64 sequences at a time."""
     from corl.rewards import weighted_reward
 
     from_logits = weighted_reward(cfg.cohort.reward_terms()).reads_logits
     whole = cfg.grpo.num_passes > 1 or cfg.grpo.beta > 0
     if not (whole or from_logits):
         return []
-    n = plan.sequences if whole else min(64, plan.sequences)
+    # the larger of the passes that run: a minibatch of frozen log-probs, 64 sequences of a reward's logits
+    n = max(plan.minibatch if whole else 0, min(64, plan.sequences) if from_logits else 0)
     seq = plan.prompt.tokens + plan.completion
     chunk = _head_chunk(cfg, plan.facts)
     logits = a.head_elements(n, plan.completion, plan.facts.shape.vocab, chunk)
