@@ -35,8 +35,8 @@ from vs_trl import MAX_NEW, PROMPTS, K, build_model, corl_config
 
 
 def trainer_for(models: list[Path], data: Path, labels: str, out: Path):
-    from corl.cohort import CohortTrainer
     from corl.config import validate_config
+    from corl.trainer import CohortTrainer
 
     raw = corl_config(out, models, data, labels)
     return CohortTrainer(validate_config(raw), out)
@@ -53,8 +53,8 @@ def main() -> None:
 
     import torch
 
-    from corl.cohort import sampling_seed
-    from corl.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.task import make_split, write_jsonl
+    from corl.trainer import sampling_seed
 
     torch.set_flush_denormal(True)
     args.workdir.mkdir(parents=True, exist_ok=True)

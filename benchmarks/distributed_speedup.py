@@ -51,9 +51,9 @@ def build_models(root: Path, sft_steps: int = 40) -> tuple[dict[str, Path], Path
 
     import torch
 
-    from corl.tiny.families import build_random_model
-    from corl.tiny.task import make_split, write_jsonl
-    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
     rows = make_split("train", 512, seed=0)
     train = write_jsonl(rows, root / "train.jsonl")

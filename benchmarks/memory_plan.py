@@ -4,7 +4,7 @@ Usage:
     python benchmarks/memory_plan.py                     # every shape (a few minutes on 2 cores)
     python benchmarks/memory_plan.py --shapes llama-gc   # some of them
 
-Each shape runs in a fresh subprocess: corl's own loader and preparation (corl.cohort.build_agent:
+Each shape runs in a fresh subprocess: corl's own loader and preparation (corl.trainer.build_agent:
 from_pretrained, gradient checkpointing, bf16 autocast, the HF rollout engine, AdamW) build
 the agents of a config from folders holding a tiny family's architecture and tokenizer
 (random weights: memory does not depend on them), then two steps of the real
@@ -46,12 +46,12 @@ def family_folder(family: str, root: Path) -> Path:
     """A Hugging Face folder with the family's architecture (random weights) and tokenizer."""
     folder = root / family
     if not (folder / "config.json").is_file() and family in vision_families():
-        from corl.vision.families import build_vl_family, save_vl
+        from corl.studies.tiny_vl.families import build_vl_family, save_vl
 
         save_vl(*build_vl_family(family), folder)
     if not (folder / "config.json").is_file():
-        from corl.tiny.families import build_random_model, get_family
-        from corl.tiny.pretrain import build_tokenizer
+        from corl.studies.tiny.families import build_random_model, get_family
+        from corl.studies.tiny.pretrain import build_tokenizer
 
         spec = get_family(family)
         tokenizer = build_tokenizer(spec)
@@ -62,7 +62,7 @@ def family_folder(family: str, root: Path) -> Path:
 
 
 def vision_families() -> set[str]:
-    from corl.vision.families import VL_FAMILIES
+    from corl.studies.tiny_vl.families import VL_FAMILIES
 
     return set(VL_FAMILIES)
 
@@ -117,11 +117,11 @@ def child(shape: str, root: Path) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from corl.cohort import build_agent
     from corl.data import build_problems, load_rows
     from corl.plan import Machine, Planner
     from corl.plan.machine import system_ram
     from corl.rollout import SamplingParams
+    from corl.trainer import build_agent
 
     families = SHAPES[shape][0]
     cfg = run_config(shape, [family_folder(f, root) for f in families])

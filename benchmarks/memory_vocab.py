@@ -21,7 +21,7 @@ allocator returns large blocks to the OS, so the peak RSS is the step's real pea
 
 Modes:
     chunked     the update as it is: the head applied to completion positions only, in
-                chunks of corl.agent.LOGIT_CHUNK_ELEMENTS logits, checkpointed
+                chunks of corl.trainer.logprobs.LOGIT_CHUNK_ELEMENTS logits, checkpointed
     unchunked   the same update forced through the plain forward (logits of every
                 completion position at once, [N, C, V]); what the update held before
                 issue 19, less the prompt positions. Run at small N only: [128, 128, V]
@@ -61,11 +61,11 @@ def child(n: int, c: int, vocab: int, mode: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    import corl.agent as agent_module
-    from corl.agent import Agent
+    import corl.trainer.logprobs as agent_module
     from corl.config import AgentConfig, GRPOConfig
     from corl.data import PromptTemplate
     from corl.rollout import Rollout, SamplingParams
+    from corl.trainer import Agent
 
     torch.manual_seed(0)
     config = LlamaConfig(

@@ -11,7 +11,7 @@ every family as its seed sibling and trains with RL seed S.
 Prints, as markdown: every claim's margin as mean ± std over seeds, how many seeds it held
 in and how many of those were within noise (two standard errors of that seed's margin);
 every per-problem claim once more over all seeds together, its margin ± two standard errors
-paired over the same test problems (corl.claims.paired_se: seeds averaged per problem, so
+paired over the same test problems (corl.studies.claims.paired_se: seeds averaged per problem, so
 seeds x problems are not counted as independent draws); each method's greedy test accuracy per agent
 (mean ± std); the pooled ensembles; and each seed's wall time. Writes the same to
 OUT/summary.md and every seed's results to OUT/seed<S>/results.json.
@@ -54,7 +54,7 @@ def _as_runs(v: list) -> list[list[int]]:
 
 def pooled_claims(runs: dict[int, dict]) -> list[dict]:
     """The per-problem claims over every seed's runs together (every seed tests the same problems)."""
-    from corl.claims import check_claims
+    from corl.studies.claims import check_claims
 
     vectors: dict[str, dict[str, list]] = {}
     pooled: dict[str, dict] = {}

@@ -151,7 +151,7 @@ def main() -> None:
     parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    from corl.tiny.task import make_split, prompt_text
+    from corl.studies.tiny.task import make_split, prompt_text
 
     prompts = [prompt_text(r["problem"]) for r in make_split("test", args.prompts, seed=0)]
     if args.worker:

@@ -53,9 +53,9 @@ def build_model(folder: Path, steps: int, arch: str = "llama", seed: int = 0) ->
     """A tiny `arch` model at the embedded default's size, taught the worked solutions for `steps` SFT steps."""
     import torch
 
-    from corl.tiny.families import build_random_model
-    from corl.tiny.task import make_split, prompt_text
-    from corl.tiny.tokenizers import char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.task import make_split, prompt_text
+    from corl.studies.tiny.tokenizers import char_tokenizer
 
     tok = char_tokenizer()
     model = build_random_model(arch, tok, hidden=128, layers=4, heads=4, ffn=512, seed=seed)
@@ -104,8 +104,8 @@ def corl_config(out: Path, models: list[Path], data: Path, label_source: str, na
 def corl_child(folder: Path, data: Path, workdir: Path) -> None:
     import torch
 
-    from corl.cohort import CohortTrainer
     from corl.config import validate_config
+    from corl.trainer import CohortTrainer
 
     torch.set_flush_denormal(True)
     raw = corl_config(workdir / "corl-run", [folder], data, "truth", names=["a"])
@@ -137,7 +137,7 @@ def trl_child(folder: Path, data: Path, workdir: Path) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from corl.answers import grade
-    from corl.tiny.task import prompt_text
+    from corl.studies.tiny.task import prompt_text
 
     torch.set_flush_denormal(True)
     rows = [json.loads(line) for line in data.read_text().splitlines()]
@@ -237,7 +237,7 @@ def main() -> None:
         (corl_child if kind == "corl" else trl_child)(Path(folder), Path(data), Path(workdir))
         return
 
-    from corl.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.task import make_split, write_jsonl
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     folder, data = args.workdir / "model", args.workdir / "train.jsonl"

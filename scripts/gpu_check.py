@@ -3,7 +3,7 @@
     python scripts/gpu_check.py --out /tmp/corl-gpu-check     # (scripts/gpu_check.sh calls this)
 
 Nothing is downloaded: two tiny models (Llama-style, per-character tokenizer; Qwen2-style,
-BPE) are built here with corl.tiny and taught the answer format in a few seconds. Then:
+BPE) are built here with corl.studies.tiny and taught the answer format in a few seconds. Then:
 
   A  one process: 2 agents, bf16 autocast + gradient checkpointing, 3 Co-RL steps
   B  torchrun, 1 GPU: FSDP2 (+ bf16 mixed precision, gradient checkpointing), 2 agents on
@@ -45,9 +45,9 @@ def build_models(out: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     """Two tiny families and the task's train/test files, on the GPU (seconds)."""
     import torch
 
-    from corl.tiny.families import build_random_model
-    from corl.tiny.task import make_split, write_jsonl
-    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
     data = {
         "train": write_jsonl(make_split("train", 64, seed=0), out / "train.jsonl"),
@@ -223,12 +223,12 @@ def parity_worker(out: Path) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
 
-    from corl.agent import Agent
     from corl.config import AgentConfig, GRPOConfig
     from corl.data import Problem, PromptTemplate
     from corl.models import load_policy
     from corl.parallel import DataParallel
     from corl.rollout import SamplingParams
+    from corl.trainer import Agent
 
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", timeout=timedelta(seconds=120))

@@ -10,7 +10,7 @@
 #      needs; make them here with scripts/gpu_wheels.sh and carry .whl along), then corl
 #      itself without dependencies (editable; falls back to PYTHONPATH=src);
 #   3. checks that torch sees CUDA and that corl's imports resolve;
-#   4. runs scripts/gpu_check.py: tiny models built locally (corl.tiny, nothing from a hub),
+#   4. runs scripts/gpu_check.py: tiny models built locally (corl.studies.tiny, nothing from a hub),
 #      Co-RL steps with bf16 + gradient checkpointing, FSDP2 on NCCL under torchrun (world
 #      size 1: one GPU) with sharded (DCP) checkpoints and resumes, an FSDP2-vs-plain update
 #      parity check, LoRA + bf16 + gradient checkpointing under FSDP2 (skipped with a note if

@@ -87,10 +87,10 @@ def engine_worker(out: Path) -> None:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from corl.agent import sequence_logprobs
     from corl.models import load_policy
     from corl.rollout import HFGenerateEngine, SamplingParams
     from corl.rollout.vllm import VLLMEngine
+    from corl.trainer.logprobs import sequence_logprobs
 
     model, tok = load_policy(str(out / "llama-char"), device="cuda")
     model.eval()

@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
+# tiny:, tiny-vl: and vtiny: names in tests that call the library directly (the corl command
+# registers them itself; an installed corl through its `corl.plugins` entry point)
+import corl.studies.plugins  # noqa: F401
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -37,7 +41,7 @@ def _format_sft(model, tokenizer, problems: list[str], steps: int = 60, seed: in
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory) -> dict[str, Path]:
     """Small train / test JSONL files of the embedded synthetic task."""
-    from corl.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.task import make_split, write_jsonl
 
     root = tmp_path_factory.mktemp("data")
     return {
@@ -49,8 +53,8 @@ def tiny_data(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory, tiny_data) -> dict[str, Path]:
     """{"llama-char": dir, "qwen2-bpe": dir}: save_pretrained model + tokenizer folders."""
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
     problems = [json.loads(line)["problem"] for line in tiny_data["train"].read_text().splitlines()]
     corpus = [p + "\n\\boxed{" + str(i % 10) + "}" for i, p in enumerate(problems * 4)]

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from corl.claims import (
+from corl.studies.claims import (
     beats_base,
     check_claims,
     cohort_average,

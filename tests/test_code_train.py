@@ -71,8 +71,8 @@ def _code_sft(model, tokenizer, prompts: list[str], steps: int, seed: int) -> No
 
 @pytest.fixture(scope="module")
 def code_setup(tmp_path_factory) -> dict:
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
     root = tmp_path_factory.mktemp("code")
     rows = toy_rows()

@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from conftest import tiny_config
-from corl.cohort import CohortTrainer
 from corl.config import validate_config
 from corl.data import batch_indices
 from corl.rollout import Rollout, SyncStats, completion_mask_from, register_engine
+from corl.trainer import CohortTrainer
 
 # SCRIPT[agent][problem] = the K answers the agent writes for that problem
 SCRIPT: dict[int, dict[str, list[str]]] = {}

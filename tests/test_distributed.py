@@ -20,8 +20,6 @@ import yaml
 from safetensors.torch import load_file
 
 from conftest import tiny_config
-from corl.agent import Agent
-from corl.cohort import CohortTrainer
 from corl.config import AgentConfig, ComputeConfig, ConfigError, GRPOConfig, validate_config
 from corl.data import Problem, PromptTemplate
 from corl.launch import launch
@@ -29,6 +27,7 @@ from corl.models import load_policy, prepare_model
 from corl.parallel import DataParallel, plan_layout
 from corl.rollout import Rollout, SamplingParams
 from corl.tracking import read_metrics
+from corl.trainer import Agent, CohortTrainer
 
 # -- where agents live ------------------------------------------------------------------------------
 

@@ -280,7 +280,7 @@ def test_two_nodes_without_a_shared_disk_equal_one_node_also_after_one_is_killed
 UPDATE_WORKER = """
 import json, sys, torch, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from corl.agent import Agent
+from corl.trainer import Agent
 from corl.config import AgentConfig, ComputeConfig, GRPOConfig
 from corl.data import Problem, PromptTemplate
 from corl.models import load_policy

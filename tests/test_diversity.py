@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from corl.diversity import (
+from corl.studies.diversity import (
     Contingency,
     StudySettings,
     cohens_kappa,
@@ -226,7 +226,7 @@ def test_kappa_and_c_correlate_negatively_at_equal_accuracies():
 
 
 def _stats(a: str, b: str, kappa: float, c: float, kind: str = "models"):
-    from corl.diversity import PairStats
+    from corl.studies.diversity import PairStats
 
     return PairStats(a, b, kind, Contingency(1, 1, 1, 1), kappa, 0.0, c, 0.75, 0.0)
 
@@ -244,13 +244,13 @@ def test_rank_partners_lowest_kappa_then_highest_c():
 
 
 def _sample(name: str, correct: list[bool], seed: int = 0):
-    from corl.diversity import Sample
+    from corl.studies.diversity import Sample
 
     return Sample(name, name.split(" ")[0], seed, [""] * len(correct), ["0"] * len(correct), correct, False, "", None)
 
 
 def test_recommendation_names_the_partner_and_its_caveats():
-    from corl.diversity import build_report, compare_samples, recommend
+    from corl.studies.diversity import build_report, compare_samples, recommend
 
     samples = {
         "A": [_sample("A", [T, T, T, F, F, F]), _sample("A (seed 1)", [T, T, F, T, F, F], seed=1)],
@@ -278,7 +278,7 @@ def test_recommendation_names_the_partner_and_its_caveats():
 
 
 def test_recommendation_flags_degenerate_and_constant_pairs():
-    from corl.diversity import compare_samples, recommend
+    from corl.studies.diversity import compare_samples, recommend
 
     wrong = {"A": [_sample("A", [F, F, F])], "B": [_sample("B", [F, F, F])]}
     assert "no pair differs at all" in recommend(compare_samples(wrong, same_string), wrong, None)
@@ -328,7 +328,7 @@ def test_select_problems_errors_name_the_fix():
 def test_generate_texts_batches_and_reports_progress():
     from types import SimpleNamespace
 
-    from corl.diversity import generate_texts
+    from corl.studies.diversity import generate_texts
 
     class EchoEngine:
         def __init__(self):
@@ -353,8 +353,8 @@ def test_generate_texts_batches_and_reports_progress():
 @pytest.fixture(scope="module")
 def tiny_study(tmp_path_factory):
     """Three random-init tiny models of different architectures, saved as HF folders, and a data file."""
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import char_tokenizer
 
     root = tmp_path_factory.mktemp("diversity")
     tok = char_tokenizer()
@@ -386,7 +386,7 @@ def _invoke(args: list[str]):
 
 
 def test_cli_end_to_end_with_cache(tiny_study, monkeypatch):
-    import corl.diversity.study as div
+    import corl.studies.diversity.study as div
 
     root, (m_llama, m_qwen, m_gpt2), data = tiny_study
     out = root / "out"

@@ -24,8 +24,8 @@ needs_data = pytest.mark.skipif(not (SHARED_DATA / "humaneval").is_dir(), reason
 @pytest.fixture(scope="module")
 def random_models(tmp_path_factory) -> dict[str, str]:
     """Untrained tiny models (the eval path, not a score, is under test): qwen2 + byte BPE, llama + characters."""
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
     root = tmp_path_factory.mktemp("eval-models")
     corpus = ["def f(x):\n    return x + 1\n", "assert f(1) == 2\n", "The answer is 42.\n"] * 20

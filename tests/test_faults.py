@@ -13,8 +13,8 @@ import torch
 
 from conftest import tiny_config
 from corl.checkpoint import CheckpointError
-from corl.cohort import CohortTrainer
 from corl.config import ConfigError, validate_config
+from corl.trainer import CohortTrainer
 
 BASE = {"agents": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}], "data": {"train": "x.jsonl"}}
 

@@ -18,8 +18,8 @@ from corl.tracking import read_metrics
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, tiny_models, tiny_data):
     """Three agents (a ring: agent0 <- agent2 <- agent1 <- agent0), 2 steps, a checkpoint after each."""
-    from corl.cohort import CohortTrainer
     from corl.config import validate_config
+    from corl.trainer import CohortTrainer
 
     root = tmp_path_factory.mktemp("finished")
     logging = {"tensorboard": False, "checkpoint_every": 1}

@@ -88,8 +88,8 @@ def test_greedy_and_sampled_rollouts_log_no_generation_warning(decode):
     import logging
 
     from corl.models.loading import _ready_for_rollouts
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import char_tokenizer
 
     tok = _ready_for_rollouts(char_tokenizer(), "char")
     engine = HFGenerateEngine(build_random_model("llama", tok, hidden=32, layers=1, heads=2), tok, decode=decode)

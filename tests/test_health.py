@@ -10,8 +10,6 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from corl.agent import Agent
-from corl.cohort import CohortTrainer
 from corl.config import AgentConfig, GRPOConfig, validate_config
 from corl.data import Problem, PromptTemplate
 from corl.health import CollapseMonitor, HealthError
@@ -20,6 +18,7 @@ from corl.rewards import REWARDS, RewardSpec, register_reward
 from corl.rewards.agreement import agreement_rewards
 from corl.rollout import SamplingParams
 from corl.tracking import read_metrics
+from corl.trainer import Agent, CohortTrainer
 
 PARAMS = SamplingParams(temperature=1.0, max_new_tokens=8)
 

@@ -70,8 +70,8 @@ def test_data_decoupling_two_fields(tmp_path, tiny_models, tiny_data):
 
 
 def test_data_decoupling_own_file_aligned_by_id(tmp_path, tiny_models, tiny_data):
-    from corl.cohort import load_train_data
     from corl.config import validate_config
+    from corl.trainer import load_train_data
 
     story = decoupled_rows(tiny_data, tmp_path)
     raw = tiny_config(tmp_path, tiny_models, tiny_data)

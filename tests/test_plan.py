@@ -227,10 +227,10 @@ def test_update_arithmetic_against_the_measured_peak(tmp_path):
     from torch.profiler import ProfilerActivity, profile
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from corl.agent import Agent
     from corl.config import AgentConfig, GRPOConfig
     from corl.data import PromptTemplate
     from corl.rollout import Rollout, SamplingParams
+    from corl.trainer import Agent
 
     cfg = small_run(tmp_path, cohort={"prompts_per_step": 8, "samples_per_prompt": 4, "max_new_tokens": 48})
     config = AutoConfig.from_pretrained(cfg.agents[0].model)

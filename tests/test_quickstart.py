@@ -61,7 +61,7 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     assert (tmp_path / "qs" / "dynamics.png").stat().st_size > 0
     assert (tmp_path / "qs" / "peer_signal.png").stat().st_size > 0
     # the pretrained bases are cached: a second build is a cache hit
-    from corl.quickstart import QuickstartOptions, build_cohort
+    from corl.studies.quickstart import QuickstartOptions, build_cohort
 
     opts = QuickstartOptions.smoke(tmp_path / "qs2")
     first = build_cohort(opts)
@@ -69,7 +69,7 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
 
 
 def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():
-    from corl.quickstart import predicted_finish
+    from corl.studies.quickstart import predicted_finish
 
     spent = {"ttrl": 70.0, "co-rl": 55.0}
     assert predicted_finish("gt", spent, 500.0) == 570.0  # each agent alone, like TTRL
@@ -79,8 +79,8 @@ def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():
 
 
 def test_seeds_are_reported_as_mean_and_population_std(tmp_path):
-    from corl.quickstart import QuickstartOptions, summarize
-    from corl.report import results_table
+    from corl.studies.quickstart import QuickstartOptions, summarize
+    from corl.studies.report import results_table
 
     def entry(acc, arith):
         return {"greedy": acc, "avg@4": acc / 2, "greedy_by_type": {"arith": arith}, "mean_length": 10.0}
@@ -96,8 +96,8 @@ def test_seeds_are_reported_as_mean_and_population_std(tmp_path):
 
 
 def test_help_states_the_library_defaults():
-    # The CLI does not import corl.quickstart (torch) to build its help, so it repeats the defaults.
-    from corl.quickstart import QuickstartOptions
+    # The CLI does not import corl.studies.quickstart (torch) to build its help, so it repeats the defaults.
+    from corl.studies.quickstart import QuickstartOptions
 
     text = " ".join(CliRunner().invoke(app, ["quickstart", "--help"]).output.replace("│", " ").split())  # unwrap rich's box
     stated = dict(re.findall(r"--(steps|lr|min-agreement) .*? Default: ([0-9.e-]+?)\.? ", text))

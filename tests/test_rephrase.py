@@ -28,7 +28,7 @@ import pytest
 from typer.testing import CliRunner
 
 from corl.cli import app
-from corl.rephrase import (
+from corl.studies.rephrase import (
     DEFAULT_REPHRASE_INSTRUCTION,
     FatalRequestError,
     JournalEntry,
@@ -575,8 +575,8 @@ def solver_dir(tmp_path_factory) -> Path:
 
     import torch
 
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import char_tokenizer
 
     tok = char_tokenizer()
     model = build_random_model("llama", tok, hidden=32, layers=1, heads=2, ffn=64, seed=0)
@@ -643,7 +643,7 @@ class StubEngine:
 
 
 def test_answer_agreement_by_hand():
-    from corl.rephrase import answer_agreement
+    from corl.studies.rephrase import answer_agreement
 
     box = "so \\boxed{{{}}}".format
     engine = StubEngine({

@@ -10,9 +10,9 @@ import yaml
 
 from conftest import tiny_config
 from corl.checkpoint import CheckpointError
-from corl.cohort import CohortTrainer
 from corl.config import ConfigError, validate_config
 from corl.tracking import MetricsLog, read_metrics
+from corl.trainer import CohortTrainer
 
 
 def test_metrics_after_resume_hold_every_step_once(tmp_path):

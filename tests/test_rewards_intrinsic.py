@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from corl.agent import ema_update
 from corl.rewards import entropy_rewards, masked_mean, self_certainty_rewards, token_entropy, token_self_certainty
+from corl.trainer.agent import ema_update
 
 
 def test_entropy_by_hand():

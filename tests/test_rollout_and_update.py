@@ -6,14 +6,15 @@ import dataclasses
 import pytest
 import torch
 
-import corl.agent as agent_module
-from corl.agent import Agent, sequence_logprobs
+import corl.trainer.logprobs as agent_module
 from corl.config import AgentConfig, GRPOConfig
 from corl.data import Problem, PromptTemplate
 from corl.grpo import aggregate_loss, clipped_policy_loss, group_advantages, token_logprobs
 from corl.models import load_policy
 from corl.rollout import HFGenerateEngine, SamplingParams, completion_mask_from
 from corl.rollout.base import pad_right
+from corl.trainer import Agent
+from corl.trainer.logprobs import sequence_logprobs
 
 PROMPTS = ["3+4=?\n", "12*3-5=?\n", "7=?\n"]
 

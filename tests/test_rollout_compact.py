@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import corl.rollout.compact as compact
-from corl.agent import sequence_logprobs
 from corl.models import load_policy
 from corl.rollout import HFGenerateEngine, SamplingParams
+from corl.trainer.logprobs import sequence_logprobs
 
 # Lengths differ by prompt, so the batch is left-padded. The fixtures answer "\\boxed{d}" in one
 # length; prompts that already hold part of it make rows of one batch (greedy ones too) stop at

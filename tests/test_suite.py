@@ -238,7 +238,7 @@ def local_files(tmp_path_factory) -> dict[str, Path]:
     """A GPQA file in both accepted forms, and a math file in the AMC slot: the tiny task's problems
     whose answers are digits 0-3, which the format-trained tiny models get right by chance (AMC
     itself they never solve, and an all-zero table could not tell a resumed run from another)."""
-    from corl.tiny.task import make_split
+    from corl.studies.tiny.task import make_split
 
     root = tmp_path_factory.mktemp("local")
     (root / "gpqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GPQA_ROWS))

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 import corl.labels.vote
-import corl.theory as theory
+import corl.studies.theory as theory
 from corl.cli import app
-from corl.theory import (
+from corl.studies.theory import (
     CORRECT,
     WRONG,
     SimSettings,

@@ -10,11 +10,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from corl.tiny import pretrain as pretrain_module
-from corl.tiny.families import ARCHS, FAMILIES, FamilySpec, build_random_model, get_family, sibling
-from corl.tiny.pretrain import SPEC_FILE, build_tokenizer, ensure_pretrained
-from corl.tiny.task import TYPES, make_split, prompt_text
-from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+from corl.studies.tiny import pretrain as pretrain_module
+from corl.studies.tiny.families import ARCHS, FAMILIES, FamilySpec, build_random_model, get_family, sibling
+from corl.studies.tiny.pretrain import SPEC_FILE, build_tokenizer, ensure_pretrained
+from corl.studies.tiny.task import TYPES, make_split, prompt_text
+from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
 SMALL = dict(hidden=32, layers=2, heads=2, ffn=64)  # fast stand-in for the default size
 

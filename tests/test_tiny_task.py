@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from corl.tiny.task import SPLITS, TYPES, make_split, prompt_text, slipped, split_of, write_jsonl
+from corl.studies.tiny.task import SPLITS, TYPES, make_split, prompt_text, slipped, split_of, write_jsonl
 
 ROW_KEYS = {"id", "problem", "answer", "source", "solution", "type"}
 

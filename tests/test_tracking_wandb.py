@@ -159,7 +159,7 @@ def test_a_resumed_w_and_b_run_holds_every_step_once(tmp_path, offline):
 
 def test_a_missing_wandb_package_names_the_extra(tmp_path):
     """`corl train` as a user runs it, in an environment without wandb: exit 2 before any model loads."""
-    from corl.tiny.task import make_split, write_jsonl
+    from corl.studies.tiny.task import make_split, write_jsonl
 
     data = {"train": write_jsonl(make_split("train", 8, seed=0), tmp_path / "train.jsonl"), "test": tmp_path / "t.jsonl"}
     raw = tiny_config(tmp_path, {"a": tmp_path / "nowhere-a", "b": tmp_path / "nowhere-b"}, data)
@@ -180,8 +180,8 @@ def test_a_missing_wandb_package_names_the_extra(tmp_path):
 @pytest.mark.slow
 def test_training_interrupted_and_resumed_sends_each_step_once(tmp_path, tiny_models, tiny_data, offline):
     """A real cohort: stopped after step 2 (checkpoint after step 1), resumed to the end."""
-    from corl.cohort import CohortTrainer
     from corl.tracking import read_metrics
+    from corl.trainer import CohortTrainer
 
     raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 4}, logging={"tensorboard": False})
     raw["logging"].update({"report_to": ["wandb"], "eval_every": 1, "checkpoint_every": 2, "eval_on_start": True})

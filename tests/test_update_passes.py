@@ -9,12 +9,12 @@ import copy
 import pytest
 import torch
 
-from corl.agent import Agent
 from corl.config import AgentConfig, GRPOConfig
 from corl.data import Problem, PromptTemplate
 from corl.grpo import group_advantages, policy_loss, token_logprobs
 from corl.models import load_policy
 from corl.rollout import SamplingParams
+from corl.trainer import Agent
 
 PROMPTS = ["3+4=?", "12*3-5=?", "7=?"]
 SAMPLING = SamplingParams(temperature=1.0, max_new_tokens=8)

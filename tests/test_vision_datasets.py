@@ -8,9 +8,9 @@ import datasets as hf
 import pytest
 from PIL import Image
 
+from corl.studies.tiny_vl.task import make_split, write_task
 from corl.vision.datasets import DATASETS, export_split, load_rows, options_in_text, rows_from_records
 from corl.vision.inputs import load_image
-from corl.vision.task import make_split, write_task
 
 
 def _write(tmp_path, name: str, records: list[dict], images: list[str]):

@@ -12,9 +12,9 @@ import pytest
 import torch
 from PIL import Image
 
+from corl.studies.tiny_vl.families import build_vl_family, save_vl
 from corl.suite import BENCHMARKS, SUITES, graders
 from corl.suite.graders import Item
-from corl.vision.families import build_vl_family, save_vl
 
 MCQ = Item("q1", "Find x.\n(A) 3\n(B) 5\n(C) 7", "B", {"options": ["3", "5", "7"], "images": []})
 FREE = Item("q2", "How long?", "12", {"options": None, "images": []})

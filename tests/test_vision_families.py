@@ -12,11 +12,11 @@ from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
 from corl.rollout.base import completion_mask_from
-from corl.vision.families import build_vl_family, load_vl, save_vl
+from corl.studies.tiny_vl.families import build_vl_family, load_vl, save_vl
+from corl.studies.tiny_vl.task import make_split
 from corl.vision.inputs import build_inputs, chat_prompt
 from corl.vision.logprobs import generate_with_images, vision_sequence_logprobs
 from corl.vision.processing import ImageOnlyQwen2VLProcessor, load_processor
-from corl.vision.task import make_split
 
 FAMILIES = ("qwen2vl-bpe", "llava-siglip-char")
 HAS_TORCHVISION = importlib.util.find_spec("torchvision") is not None

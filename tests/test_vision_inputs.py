@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from corl.vision.families import build_processor, get_vl_family
+from corl.studies.tiny_vl.families import build_processor, get_vl_family
 from corl.vision.inputs import build_inputs, chat_prompt, load_image, split_processor_output
 
 

@@ -8,9 +8,9 @@ import re
 import pytest
 import torch
 
-from corl.vision.families import load_vl
-from corl.vision.pretrain import encode_rows, ensure_pretrained_vl, pretrain_vl, read_token_weights
-from corl.vision.task import make_split, split_of
+from corl.studies.tiny_vl.families import load_vl
+from corl.studies.tiny_vl.pretrain import encode_rows, ensure_pretrained_vl, pretrain_vl, read_token_weights
+from corl.studies.tiny_vl.task import make_split, split_of
 
 
 def test_splits_are_deterministic_images_included():
@@ -58,7 +58,7 @@ def test_the_number_is_drawn_in_dark_ink_on_a_light_canvas():
 
 
 def test_one_digit_images_are_large_enough_for_qwen2vl_to_read():
-    from corl.vision.families import build_processor, get_vl_family
+    from corl.studies.tiny_vl.families import build_processor, get_vl_family
 
     processor = build_processor(get_vl_family("qwen2vl-bpe"))
     batch, _, _ = encode_rows(processor, make_split("validation", 40))
@@ -68,7 +68,7 @@ def test_one_digit_images_are_large_enough_for_qwen2vl_to_read():
 
 
 def test_encode_rows_puts_solution_and_eos_after_the_prompt():
-    from corl.vision.families import build_processor, get_vl_family
+    from corl.studies.tiny_vl.families import build_processor, get_vl_family
 
     processor = build_processor(get_vl_family("llava-siglip-char"))
     rows = make_split("train", 2)
@@ -82,7 +82,7 @@ def test_encode_rows_puts_solution_and_eos_after_the_prompt():
 
 @pytest.mark.parametrize("name", ["llava-siglip-char", "qwen2vl-bpe"])
 def test_the_loss_weights_the_read_number_once_per_row(name):
-    from corl.vision.families import build_processor, get_vl_family
+    from corl.studies.tiny_vl.families import build_processor, get_vl_family
 
     processor = build_processor(get_vl_family(name))
     tok = processor.tokenizer

@@ -13,16 +13,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from corl.agent import Agent, sequence_logprobs, vision_parameters
 from corl.config import AgentConfig, GRPOConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, PromptTemplate
 from corl.launch import launch
 from corl.models import is_vision_model, load_agent_policy
 from corl.rollout import SamplingParams
 from corl.rollout.base import ImagePrompt
+from corl.studies.tiny_vl.families import build_vl_family, save_vl
+from corl.studies.tiny_vl.task import make_split
 from corl.tracking import read_metrics
-from corl.vision.families import build_vl_family, save_vl
-from corl.vision.task import make_split
+from corl.trainer import Agent
+from corl.trainer.agent import vision_parameters
+from corl.trainer.logprobs import sequence_logprobs
 
 FAMILIES = ("qwen2vl-bpe", "llava-siglip-char")
 
@@ -194,7 +196,7 @@ def test_two_steps_and_a_resumed_one_equal_three_uninterrupted_steps(vl_runs):
 def test_co_rl_on_the_image_task_votes_across_architectures(tmp_path, vl_models, tiny_models):
     """Peer labels between a Qwen2-VL, a LLaVA and a text agent: briefly pretrained VL agents
     write boxed answers, so the peers' majorities label some prompts and rewards flow."""
-    from corl.vision.pretrain import ensure_pretrained_vl
+    from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
 
     cache = tmp_path / "cache"
     pretrained = {name: ensure_pretrained_vl(name, steps=60, batch_size=16, cache_dir=cache) for name in FAMILIES}
@@ -244,7 +246,7 @@ def test_a_vision_dataset_source_gives_problems_with_images_and_options(tmp_path
 
     from PIL import Image
 
-    from corl.cohort import load_train_data
+    from corl.trainer import load_train_data
 
     (tmp_path / "images").mkdir()
     Image.new("RGB", (16, 16), "white").save(tmp_path / "images" / "a.png")

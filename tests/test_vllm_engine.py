@@ -5,7 +5,7 @@ warm-up on 2 cores). The tiny models are built here: vLLM's CPU attention has no
 for head_dim 16 (conftest's models), so these use 2 heads of 32. float32 throughout.
 
 Reference points:
-  (a) sampling-time log-probs == corl's training forward (`corl.agent.sequence_logprobs`)
+  (a) sampling-time log-probs == corl's training forward (`corl.trainer.logprobs.sequence_logprobs`)
   (b) after an optimizer step and `sync_weights`, the engine scores a fixed sequence as
       the updated model does, and no longer as the old one
   (c) `corl train` with rollout.engine=vllm: a 2-agent cohort trains, logs and resumes
@@ -36,12 +36,12 @@ except Exception as err:  # noqa: BLE001 - a broken install (torchvision mismatc
     )
 
 from conftest import tiny_config
-from corl.agent import sequence_logprobs
 from corl.rollout import HFGenerateEngine, SamplingParams, build_engine
 from corl.rollout.vllm import VLLMEngine
-from corl.tiny.families import build_random_model
-from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+from corl.studies.tiny.families import build_random_model
+from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 from corl.tracking import read_metrics
+from corl.trainer.logprobs import sequence_logprobs
 
 FAMILIES = ("llama-char", "qwen2-bpe")
 LOGPROB_ATOL = 1e-4  # float32 on one CPU: measured max |error| is ~2e-6 per token (two kernels, same math)

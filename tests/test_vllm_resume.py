@@ -22,12 +22,12 @@ except Exception as err:  # noqa: BLE001 - a broken install (torchvision mismatc
     pytest.skip(f"vLLM does not import ({type(err).__name__}: {err})", allow_module_level=True)
 
 from conftest import tiny_config
-from corl.cohort import CohortTrainer
 from corl.config import validate_config
 from corl.models import load_policy
 from corl.rollout import SamplingParams
-from corl.tiny.families import build_random_model
-from corl.tiny.tokenizers import char_tokenizer
+from corl.studies.tiny.families import build_random_model
+from corl.studies.tiny.tokenizers import char_tokenizer
+from corl.trainer import CohortTrainer
 
 LOGPROB_ATOL = 1e-4  # float32 on CPU: the engine's and the HF forward's log-probs agree to ~2e-6 per token
 PARAMS = SamplingParams(temperature=1.0, max_new_tokens=10)

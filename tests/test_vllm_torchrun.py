@@ -41,8 +41,8 @@ WORKER = textwrap.dedent(
     from corl.rollout import SamplingParams
     from corl.rollout.vllm import VLLMEngine
     from corl.rollout.vllm_weights import iter_full_weights
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import char_tokenizer
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -138,8 +138,8 @@ def test_fsdp2_sharded_policies_sync_into_external_launcher_engines(tmp_path):
 def vllm_models(tiny_data, tmp_path_factory) -> dict[str, Path]:
     """conftest's two families with 2 heads of 32: vLLM's CPU attention has no kernel for head_dim 16."""
     from conftest import _format_sft
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import bpe_tokenizer, char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
 
     problems = [json.loads(line)["problem"] for line in tiny_data["train"].read_text().splitlines()]
     corpus = [p + "\n\\boxed{" + str(i % 10) + "}" for i, p in enumerate(problems * 4)]

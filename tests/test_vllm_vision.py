@@ -29,14 +29,15 @@ except Exception as err:  # noqa: BLE001 - a broken torchvision raises RuntimeEr
         allow_module_level=True,
     )
 
-from corl.agent import Agent, sequence_logprobs
 from corl.config import AgentConfig, GRPOConfig, RolloutConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, PromptTemplate
 from corl.launch import launch
 from corl.rollout import SamplingParams
+from corl.studies.tiny_vl.families import build_vl_family, get_vl_family, save_vl
+from corl.studies.tiny_vl.task import make_split
 from corl.tracking import read_metrics
-from corl.vision.families import build_vl_family, get_vl_family, save_vl
-from corl.vision.task import make_split
+from corl.trainer import Agent
+from corl.trainer.logprobs import sequence_logprobs
 
 FAMILIES = ("qwen2vl-bpe", "llava-siglip-char")
 # vLLM preprocesses images with transformers' torchvision image processor, corl with the PIL one:

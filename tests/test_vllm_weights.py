@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from corl.rollout.vllm_weights import iter_full_weights
-from corl.tiny.families import build_random_model
-from corl.tiny.tokenizers import char_tokenizer
+from corl.studies.tiny.families import build_random_model
+from corl.studies.tiny.tokenizers import char_tokenizer
 
 
 def tiny_llama(seed: int = 0):
@@ -74,8 +74,8 @@ WORKER = textwrap.dedent(
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
     from corl.rollout.vllm_weights import iter_full_weights
-    from corl.tiny.families import build_random_model
-    from corl.tiny.tokenizers import char_tokenizer
+    from corl.studies.tiny.families import build_random_model
+    from corl.studies.tiny.tokenizers import char_tokenizer
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()

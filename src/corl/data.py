@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corl.config import DEFAULT_INSTRUCTION
+from corl.config.sections import DEFAULT_INSTRUCTION  # not corl.config: its suite section reads this module
 from corl.registry import Registry
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")

@@ -43,7 +43,6 @@ import torch.distributed as dist
 
 from corl.checkpoint import latest_checkpoint
 from corl.checkpoint_sharded import disks
-from corl.cohort import CohortTrainer, Preempted
 from corl.config import ConfigError, RunConfig
 from corl.models import resolve_device
 from corl.parallel import (
@@ -57,6 +56,7 @@ from corl.parallel import (
     under_torchrun,
 )
 from corl.run_folder import RunEntry, enter_run_folder
+from corl.trainer import CohortTrainer, Preempted
 
 FAILURE_FILE = "failure.json"
 FAULT_ENV = "CORL_TEST_FAULT"  # test-only fault injection, see `_injected_fault`

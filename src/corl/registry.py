@@ -11,6 +11,23 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+PLUGIN_GROUP = "corl.plugins"  # entry points of installed packages that register entries
+_plugins_loaded = False
+
+
+def load_installed_plugins() -> None:
+    """Import, once, every module that an installed package declares under the `corl.plugins`
+    entry-point group (corl itself declares `corl.studies.plugins`): a name they register is
+    then known without a config's `plugins:` list."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=PLUGIN_GROUP):
+        entry.load()
+
 
 class UnknownName(ValueError):
     """A name no entry of the registry has; the message lists the names it has."""
@@ -42,15 +59,20 @@ class Registry:
     def get(self, name: str) -> Any:
         self._load()
         if name not in self._entries:
+            load_installed_plugins()
+        if name not in self._entries:
             raise UnknownName(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
         return self._entries[name]
 
     def names(self) -> list[str]:
         self._load()
+        load_installed_plugins()
         return sorted(self._entries)
 
     def __contains__(self, name: str) -> bool:
         self._load()
+        if name not in self._entries:
+            load_installed_plugins()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:

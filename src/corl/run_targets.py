@@ -201,6 +201,8 @@ def run_defaults(targets: list[Target]) -> tuple[dict, str | None]:
 
 
 def _options(cfg: RunConfig) -> dict:
+    from corl.tasks import task_spec
+
     d = cfg.data
     return {
         "data": d.val,
@@ -212,5 +214,5 @@ def _options(cfg: RunConfig) -> dict:
         "instruction": d.instruction,
         "chat": all(a.chat_template for a in cfg.agents),
         "max_new_tokens": cfg.cohort.max_new_tokens,
-        "task": "code" if d.task == "code" else "math",
+        "task": d.task if task_spec(d.task).evaluate_as else "math",  # corl eval scores it as its task kind says
     }

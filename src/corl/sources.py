@@ -1,7 +1,5 @@
-"""The built-in named data sources.
+"""The built-in named data sources (the studies add `tiny:` and `vtiny:`, `corl.studies.plugins`).
 
-tiny:<split>[:<rows>]            the embedded synthetic text task (corl.tiny.task)
-vtiny:<split>[:<rows>]           the embedded synthetic image task (corl.vision.task)
 vision:<dataset>:<path>          a vision dataset's local file in its own format (corl.vision.datasets:
                                  open-r1-mm, mmr1, mathvista, mathverse, mathvision, wemath, corl)
 vision:<dataset>[:hub[:<split>]] the same dataset from the Hugging Face hub (needs network access)
@@ -12,29 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from corl.data import DataError, register_data_source
-
-
-def tiny_rows(spec: str, source: str) -> list[dict]:
-    """`tiny:<split>[:<rows>]` -> rows of the generated task (500 rows by default)."""
-    from corl.tiny.task import SPLITS, make_split
-
-    parts = spec.split(":")
-    if len(parts) not in (1, 2) or parts[0] not in SPLITS or (len(parts) == 2 and not parts[1].isdigit()):
-        raise DataError(f"dataset {source!r}: write tiny:<split>[:<rows>] with split one of {', '.join(SPLITS)}")
-    return make_split(parts[0], int(parts[1]) if len(parts) == 2 else 500, seed=0)
-
-
-register_data_source("tiny", tiny_rows)
-
-
-def vtiny_rows(spec: str, source: str) -> list[dict]:
-    """`vtiny:<split>[:<rows>]` -> rows of the generated image task (500 rows by default), images as PIL."""
-    from corl.vision.task import SPLITS, make_split
-
-    parts = spec.split(":")
-    if len(parts) not in (1, 2) or parts[0] not in SPLITS or (len(parts) == 2 and not parts[1].isdigit()):
-        raise DataError(f"dataset {source!r}: write vtiny:<split>[:<rows>] with split one of {', '.join(SPLITS)}")
-    return make_split(parts[0], int(parts[1]) if len(parts) == 2 else 500, seed=0)
 
 
 def vision_rows(spec: str, source: str) -> list[dict]:
@@ -60,5 +35,4 @@ def vision_rows(spec: str, source: str) -> list[dict]:
         raise DataError(f"dataset {source!r}: {err}") from err
 
 
-register_data_source("vtiny", vtiny_rows)
 register_data_source("vision", vision_rows)

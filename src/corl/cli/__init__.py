@@ -42,6 +42,9 @@ def _not_inside_a_multiprocessing_child() -> None:
             "corl: the command was started again inside a multiprocessing worker, which re-ran the main script: "
             'put the code that runs corl under `if __name__ == "__main__":`'
         )
+    # The command sits over the library and the studies: the studies' tiny models and tasks
+    # (tiny:, tiny-vl:, vtiny:) are names every command knows (the library never imports them).
+    importlib.import_module("corl.studies.plugins")
 
 
 _COMMAND_MODULES = ("train", "plan", "evaluate", "grade", "quickstart", "theory", "diversity", "rephrase", "suite")

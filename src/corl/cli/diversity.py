@@ -67,7 +67,7 @@ def diversity(
     """Measure error decoupling of every pair of models."""
     from rich.console import Console
 
-    from corl.diversity import StudySettings, parse_filter, run_study
+    from corl.studies.diversity import StudySettings, parse_filter, run_study
 
     names = list(models or []) + list(models_args or [])
     err = Console(stderr=True)

@@ -48,7 +48,11 @@ def evaluate(
         "hf", "--engine", help=escape("Rollout engine: hf (any device) or vllm (pip install corl[vllm]).")
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
-    task: str = typer.Option("math", "--task", help="math (final answers) or code (programs run against the tests)."),
+    task: str = typer.Option(
+        "math",
+        "--task",
+        help="A task kind (corl.tasks): math (final answers), code (programs run against the tests), or a plugin's.",
+    ),
     style: str | None = typer.Option(
         None, "--style", help=f"code: prompt convention, one of {', '.join(CODE_STYLES)}; default from the rows and --chat."
     ),
@@ -96,9 +100,15 @@ def evaluate(
     if data is None:
         err.print("[red]error:[/red] give --data FILE (or --suite NAME for a benchmark suite, or a run folder with data.val)")
         raise typer.Exit(2)
-    if task not in ("math", "code"):
-        err.print(f"[red]error:[/red] --task must be math or code, got {escape(repr(task))}")
+    from corl.tasks import TASKS
+
+    kinds = [name for name in TASKS.names() if TASKS.get(name).evaluate_as is not None]
+    if task not in kinds:
+        err.print(
+            f"[red]error:[/red] --task must be a task kind corl eval can score ({', '.join(kinds)}), got {escape(repr(task))}"
+        )
         raise typer.Exit(2)
+    evaluate_as = TASKS.get(task).evaluate_as  # the task kind says how it is scored: final answers or programs
     if extract not in EXTRACTION_MODES:
         err.print(f"[red]error:[/red] --extract must be one of {', '.join(EXTRACTION_MODES)}, got {escape(repr(extract))}")
         raise typer.Exit(2)
@@ -109,7 +119,7 @@ def evaluate(
         models=models, data=data, split=split, n=n, k=k, temperature=temperature, max_new_tokens=max_new_tokens,
         chat=chat, batch_prompts=batch_prompts, seed=seed, engine_name=engine_name, err=err,
     )  # fmt: skip
-    if task == "code":
+    if evaluate_as == "code":
         results, per_problem = _evaluate_code(style=style, shots=shots, **common)
     else:
         results, per_problem = _evaluate_math(
@@ -125,7 +135,7 @@ def evaluate(
     if as_json:
         print(json.dumps(results))
         return
-    _print_table(results, task, k)
+    _print_table(results, evaluate_as, k)
 
 
 def _not_given(ctx: typer.Context, defaults: dict, no_data: bool) -> dict:

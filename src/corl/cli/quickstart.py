@@ -15,7 +15,7 @@ def quickstart(
     methods: str = typer.Option(
         "base,ttrl,co-rl,gt", help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, co-rewarding-ii, co-rl-same-family."
     ),
-    families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.tiny.families)."),
+    families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.studies.tiny.families)."),
     agents: int | None = typer.Option(
         None, min=2, max=3, help="Cohort size with the built-in families: 2 (llama-char, qwen2-bpe) or 3 (+ gpt2-char: a ring)."
     ),
@@ -25,7 +25,7 @@ def quickstart(
         min=0,
         help="Seed of the whole pipeline: 0 is the embedded default; S > 0 pretrains every family anew (its seed sibling).",
     ),
-    # None = the default of corl.quickstart.QuickstartOptions (not imported here: it loads torch).
+    # None = the default of corl.studies.quickstart.QuickstartOptions (not imported here: it loads torch).
     steps: int | None = typer.Option(None, min=1, help="RL steps of every method (equal budgets). Default: 40."),
     lr: float | None = typer.Option(None, min=0.0, help="AdamW learning rate of every agent. Default: 3e-5."),
     min_agreement: float | None = typer.Option(
@@ -48,7 +48,7 @@ def quickstart(
 
     from rich.console import Console
 
-    from corl.quickstart import METHODS, QuickstartOptions, run_quickstart, vision_defaults
+    from corl.studies.quickstart import METHODS, QuickstartOptions, run_quickstart, vision_defaults
 
     console = Console(stderr=True)
     if agents is not None:
@@ -79,8 +79,8 @@ def quickstart(
     if as_json:
         print(json.dumps(results))
         return
-    from corl.claims import describe
-    from corl.report import diversity_table, ensembles_table, results_table
+    from corl.studies.claims import describe
+    from corl.studies.report import diversity_table, ensembles_table, results_table
 
     # Markdown tables print as they are (a console would wrap them): they paste into notes.
     print(results_table(results), diversity_table(results["diversity"]), ensembles_table(results["ensembles"]), sep="\n\n")

@@ -9,7 +9,7 @@
 The output has the input's rows, in order, with every field kept and the rewrite in
 `--new-field`; a training config then points one agent's `prompt_field` at it. Finished
 rows go to `<output>.journal.jsonl` as they arrive, so an interrupted or partly failed
-run continues where it stopped when the same command is run again (corl.rephrase
+run continues where it stopped when the same command is run again (corl.studies.rephrase
 explains the format). The command exits 1 while any row is unfinished.
 """
 
@@ -86,7 +86,7 @@ def rephrase(
 
     from corl.config import DEFAULT_INSTRUCTION
     from corl.data import PromptTemplate, load_rows
-    from corl.rephrase import (
+    from corl.studies.rephrase import (
         DEFAULT_REPHRASE_INSTRUCTION,
         RephraseError,
         dropped_numbers,
@@ -189,7 +189,7 @@ def _progress(console):
 
 def _openai_client(console, model: str, base_url: str, api_key_env: str, extra_body: str | None, **client_opts):
     """The HTTP client, with the API key read from the environment (never from the command line)."""
-    from corl.rephrase import OpenAIChatClient
+    from corl.studies.rephrase import OpenAIChatClient
 
     api_key = None
     if api_key_env:
@@ -212,7 +212,7 @@ def _hf_rewriter(model: str, device: str, temperature: float, max_tokens: int, b
     import torch
 
     from corl.models import load_policy
-    from corl.rephrase import hf_rewriter
+    from corl.studies.rephrase import hf_rewriter
 
     torch.manual_seed(seed)
     policy, tokenizer = load_policy(model, device=device)
@@ -220,7 +220,7 @@ def _hf_rewriter(model: str, device: str, temperature: float, max_tokens: int, b
 
 
 def _print_report(console, report, output: Path) -> None:
-    from corl.rephrase import journal_path
+    from corl.studies.rephrase import journal_path
 
     console.print(f"{report.reused + report.rewritten}/{report.total} rows done ({report.rewritten} in this run)")
     if report.stopped:
@@ -250,8 +250,8 @@ def _check(console, output: Path, field: str, id_field: str, new_field: str, mod
 
     from corl.config import RolloutConfig
     from corl.models import load_policy
-    from corl.rephrase import answer_agreement, dropped_numbers, row_ids, sample_indices
     from corl.rollout import SamplingParams, build_engine
+    from corl.studies.rephrase import answer_agreement, dropped_numbers, row_ids, sample_indices
 
     rows = _read_jsonl(output)
     ids = row_ids(rows, id_field)

@@ -34,7 +34,8 @@ def theory(
     """
     from rich.console import Console
 
-    from corl.theory import SimSettings, TheorySettings, plot_theory, run_theory
+    from corl.studies.theory import SimSettings, TheorySettings, run_theory
+    from corl.studies.theory_plot import plot_theory
 
     if k < 2 or steps < 1 or groups < 1 or grid < 2 or example_questions < 2 or lr <= 0:
         raise typer.BadParameter("need --k >= 2, --steps >= 1, --groups >= 1, --grid >= 2, --example-questions >= 2 and --lr > 0")

@@ -44,13 +44,13 @@ def train(
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
     from corl.checkpoint import CheckpointError
-    from corl.cohort import Preempted
     from corl.data import DataError
     from corl.health import HealthError
     from corl.launch import launch
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
     from corl.tracking_wandb import check_wandb_installed
+    from corl.trainer import Preempted
 
     try:
         check_wandb_installed(cfg)  # a missing package first: the plan would read every model's config

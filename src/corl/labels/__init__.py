@@ -15,7 +15,7 @@ from corl.labels.registry import (
     register_label_source,
 )
 from corl.labels.sources import ema_labels, peer_labels, ring_teacher, self_labels, truth_labels
-from corl.labels.vote import AnswersTable, Labels, LabelSource, Vote, majority_vote
+from corl.labels.vote import AnswersTable, Labels, LabelSource, SampleInfo, Vote, majority_vote, vote_shares
 
 __all__ = [
     "LABEL_SOURCES",
@@ -24,11 +24,13 @@ __all__ = [
     "LabelSource",
     "LabelSourceSpec",
     "Labels",
+    "SampleInfo",
     "Vote",
     "build_label_source",
     "ema_labels",
     "label_source_spec",
     "majority_vote",
+    "vote_shares",
     "peer_labels",
     "register_label_source",
     "ring_teacher",

@@ -49,12 +49,33 @@ def majority_vote(keys: Sequence[str | None], answers: Sequence[str | None] | No
 
 
 @dataclass(frozen=True)
+class SampleInfo:
+    """What the table records of one sample besides its answer: what a label source or a reward
+    may weigh votes by (confidence, length, truncation, how many of its agent's K agree)."""
+
+    logprob: float  # sum of its tokens' log-probs under the sampler (nan when the engine reports none)
+    length: int  # completion tokens
+    truncated: bool  # cut at cohort.max_new_tokens before it ended
+    vote_share: float  # share of its agent's K samples whose vote key equals its own (0.0 without an answer)
+
+
+def vote_shares(keys: Sequence[str | None]) -> tuple[float, ...]:
+    """[K] vote keys -> [K] each key's share of the K votes (0.0 for a sample without an answer)."""
+    counts: dict[str, int] = {}
+    for key in keys:
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    return tuple(counts[key] / len(keys) if key is not None else 0.0 for key in keys)
+
+
+@dataclass(frozen=True)
 class AnswersTable:
     """Every agent's answers for one step's prompts: the only thing agents exchange.
 
     answers[n][b][k] is agent n's k-th answer (as written, None when absent) for prompt
     prompt_ids[b]; keys has the same shape and holds canonical vote keys. The teacher_*
-    fields hold the samples of each agent's EMA teacher (Co-rewarding-II) when it has one.
+    fields hold the samples of each agent's EMA teacher (Co-rewarding-II) when it has one;
+    samples[n][b][k] what else is known of the sample (`SampleInfo`), for sources that weigh votes.
     """
 
     prompt_ids: tuple[str, ...]
@@ -62,6 +83,7 @@ class AnswersTable:
     keys: tuple[tuple[tuple[str | None, ...], ...], ...]  # [N][B][K]
     teacher_answers: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
     teacher_keys: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
+    samples: tuple[tuple[tuple[SampleInfo, ...], ...], ...] | None = None  # [N][B][K]; None where not recorded
 
     @property
     def num_agents(self) -> int:

@@ -1,9 +1,8 @@
-"""Policies: loading any Hugging Face causal LM (or a tiny embedded family) and preparing it
+"""Policies: loading any Hugging Face causal LM (or a model of a registered source, `corl.model_sources`) and preparing it
 for training (LoRA, FSDP2, bf16, gradient checkpointing) and for saving."""
 
+from corl.model_sources import MODEL_SOURCES, ModelSource, register_model_source
 from corl.models.loading import (
-    TINY_PREFIX,
-    TINY_VL_PREFIX,
     check_model_source,
     is_vision_model,
     load_agent_policy,
@@ -25,9 +24,10 @@ from corl.models.prepare import (
 )
 
 __all__ = [
+    "MODEL_SOURCES",
+    "ModelSource",
+    "register_model_source",
     "ADAPTER_FOLDER",
-    "TINY_PREFIX",
-    "TINY_VL_PREFIX",
     "add_lora",
     "check_model_source",
     "is_vision_model",

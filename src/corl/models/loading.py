@@ -1,4 +1,4 @@
-"""Loading policies: any Hugging Face causal LM and its tokenizer, or an embedded tiny family."""
+"""Loading policies: any Hugging Face causal LM and its tokenizer, or a model of a registered source."""
 
 from __future__ import annotations
 
@@ -7,30 +7,24 @@ from pathlib import Path
 
 import torch
 
-TINY_PREFIX = "tiny:"
-TINY_VL_PREFIX = "tiny-vl:"  # the embedded vision-language families (corl.vision.families)
+from corl.model_sources import split_model_name
 
 
 def resolve_model_path(model: str) -> str:
-    """`tiny:<family>` / `tiny-vl:<family>` -> the cached pretrained tiny model (built on first use); else unchanged."""
-    if model.startswith(TINY_PREFIX):
-        from corl.tiny.pretrain import ensure_pretrained
-
-        return str(ensure_pretrained(model[len(TINY_PREFIX) :]))
-    if model.startswith(TINY_VL_PREFIX):
-        from corl.vision.pretrain import ensure_pretrained_vl
-
-        return str(ensure_pretrained_vl(model[len(TINY_VL_PREFIX) :]))
-    return model
+    """A `<prefix>:<name>` model of a registered source (`corl.model_sources`, e.g. `tiny:<family>`)
+    -> its model folder (built on first use); any other name unchanged."""
+    source = split_model_name(model)
+    if source is None:
+        return model
+    return str(source[0].resolve(source[1]))
 
 
 def is_vision_model(model: str) -> bool:
-    """Whether a model (id, folder or tiny name) is a vision-language model: its config has a
+    """Whether a model (id, folder or source name) is a vision-language model: its config has a
     vision tower (`vision_config`), as every image-text-to-text model in transformers does."""
-    if model.startswith(TINY_VL_PREFIX):
-        return True
-    if model.startswith(TINY_PREFIX):
-        return False
+    source = split_model_name(model)
+    if source is not None:
+        return source[0].vision
     from transformers import AutoConfig
 
     return getattr(AutoConfig.from_pretrained(resolve_model_path(model)), "vision_config", None) is not None
@@ -49,7 +43,7 @@ def check_model_source(model: str, where: str) -> None:
     retries, deep in a stack, blaming the network and naming no agent.
 
     The rule, since a relative folder "ckpt/run" and a hub id "org/name" read the same:
-    - `tiny:` / `tiny-vl:` names are built on use;
+    - `<prefix>:<name>` names of a registered model source (`tiny:<family>`) are built on use;
     - an existing path must be a Hugging Face model folder (config.json);
     - a path that cannot be a hub id (starting with ./ ../ ~ /, with a backslash or more than
       one slash), or whose first part is a folder here ("ckpt" of "ckpt/missing") and that
@@ -60,7 +54,7 @@ def check_model_source(model: str, where: str) -> None:
     """
     from corl.config import ConfigError
 
-    if model.startswith((TINY_PREFIX, TINY_VL_PREFIX)):
+    if split_model_name(model) is not None:
         return
     path = Path(model).expanduser()
     if path.exists():
@@ -166,7 +160,7 @@ def _ready_for_rollouts(tok, path: str):
 
 
 def load_policy(model: str, tokenizer: str | None = None, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
-    """Load (model, tokenizer) by Hugging Face id, local path or `tiny:<family>`."""
+    """Load (model, tokenizer) by Hugging Face id, local path or `<source>:<name>`."""
     from transformers import AutoModelForCausalLM
 
     path = resolve_model_path(model)
@@ -179,7 +173,7 @@ def load_policy(model: str, tokenizer: str | None = None, device: str | torch.de
 
 
 def load_vision_policy(model: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
-    """Load (model, processor) of a vision-language model by id, local path or `tiny-vl:<family>`:
+    """Load (model, processor) of a vision-language model by id, local path or `<source>:<name>`:
     AutoModelForImageTextToText and its processor (whose tokenizer pads on the left)."""
     from transformers import AutoModelForImageTextToText
 

@@ -3,7 +3,7 @@
 Every figure is in bytes and counts live tensors (what `torch.cuda.max_memory_allocated`
 reports on a GPU): no allocator slack, CUDA context or NCCL buffers (`plan.headroom`
 keeps room for those). The per-tensor lists below come from reading what corl's code path
-keeps alive (corl.agent, corl.models.prepare, corl.rollout.compact) and what autograd saves
+keeps alive (corl.trainer, corl.models.prepare, corl.rollout.compact) and what autograd saves
 for a Hugging Face Llama/Qwen2-style decoder layer; benchmarks/memory_plan.py checks the
 totals against the measured peak of the real step.
 
@@ -136,7 +136,7 @@ def backward_working_bytes_per_token(shape: DecoderShape, precision: Precision) 
 def update_peak_bytes(
     shape: DecoderShape, precision: Precision, sequences: int, seq: int, checkpointing: bool, logit_elements: int
 ) -> int:
-    """Peak above the model's states of one minibatch's forward + backward (corl.agent.update).
+    """Peak above the model's states of one minibatch's forward + backward (corl.trainer.update).
 
     Without checkpointing the peak is at the start of the backward: every layer's saved
     tensors plus the logits' (`logit_bytes`). With corl's non-reentrant per-layer

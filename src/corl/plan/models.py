@@ -2,7 +2,8 @@
 no weights read), counted the way corl will hold it.
 
 The config comes from the model's own `config.json` (a local folder, the Hugging Face cache
-or the hub where reachable) or, for `tiny:` / `tiny-vl:` families, from the family's spec.
+or the hub where reachable) or, for a registered model source (`tiny:` / `tiny-vl:`, corl.studies),
+from the source's `config`.
 The model is then built on the meta device with transformers' Auto classes
 (AutoModelForImageTextToText for a vision-language model) and prepared as corl prepares it
 (peft's LoRA adapters through corl.models.add_lora, freeze_vision), so that the parameter
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from corl.config import AgentConfig, ConfigError, LoRAConfig
-from corl.models import TINY_PREFIX, TINY_VL_PREFIX
+from corl.model_sources import split_model_name
 from corl.plan.arithmetic import DecoderShape, VisionShape
 
 
@@ -63,13 +64,12 @@ class ModelFacts:
 
 
 def hf_config(model: str, where: str):
-    """The Hugging Face config of `model` (id, folder, or tiny family), without any weights.
+    """The Hugging Face config of `model` (id, folder, or `<source>:<name>`), without any weights.
 
     Raises ConfigError naming `where` (the option) when it cannot be read."""
-    if model.startswith(TINY_PREFIX):
-        return _tiny_config(model[len(TINY_PREFIX) :]), f"tiny family {model[len(TINY_PREFIX) :]!r}"
-    if model.startswith(TINY_VL_PREFIX):
-        return _tiny_vl_config(model[len(TINY_VL_PREFIX) :]), f"tiny vision family {model[len(TINY_VL_PREFIX) :]!r}"
+    source = split_model_name(model)
+    if source is not None:
+        return source[0].config(source[1]), f"{source[0].describe or 'model source'} {source[1]!r}"
     from transformers import AutoConfig
 
     try:
@@ -81,31 +81,7 @@ def hf_config(model: str, where: str):
         ) from None
 
 
-def _tiny_config(name: str):
-    """A tiny family's config: the pretrained cache's when it is built, else the spec's
-    (a random model of the family: kilobytes, and the same architecture)."""
-    from transformers import AutoConfig
-
-    from corl.tiny.families import build_random_model, get_family
-    from corl.tiny.pretrain import SPEC_FILE, build_tokenizer, cache_path
-
-    spec = get_family(name)
-    cached = cache_path(spec)
-    if (cached / SPEC_FILE).is_file():
-        return AutoConfig.from_pretrained(cached)
-    model = build_random_model(
-        spec.arch, build_tokenizer(spec), hidden=spec.hidden, layers=spec.layers, heads=spec.heads, ffn=spec.ffn
-    )
-    return _as_saved(model.config)
-
-
-def _tiny_vl_config(name: str):
-    from corl.vision.families import build_vl_family
-
-    return _as_saved(build_vl_family(name)[0].config)
-
-
-def _as_saved(config):
+def as_saved(config):
     """The config as its saved config.json reads back: the attention implementation the
     family was built with (eager) is not saved, and corl loads it with the default (sdpa)."""
     return type(config).from_dict(config.to_dict())
@@ -127,7 +103,7 @@ def meta_model(config, lora: LoRAConfig | None = None, freeze_vision: bool = Fal
     with torch.device("meta"):
         model = auto.from_config(config)
         if freeze_vision and vision:
-            from corl.agent import vision_parameters
+            from corl.trainer.agent import vision_parameters
 
             for parameter in vision_parameters(model):
                 parameter.requires_grad_(False)

@@ -3,7 +3,7 @@
 and the machine. Pure: `assemble` reads nothing, so the advice can re-plan changed configs.
 
 A rank holds its agents' states all the time; the agents it hosts sample and update one
-after another (corl.cohort: all sample, then all update), so a phase's peak is the states
+after another (corl.trainer.loop: all sample, then all update), so a phase's peak is the states
 of every hosted agent plus the largest single agent's share of that phase.
 """
 
@@ -217,7 +217,7 @@ def vllm_engine(cfg: RunConfig, machine: Machine, facts: ModelFacts, model_len: 
 
 def _head_chunk(cfg: RunConfig, facts: ModelFacts) -> int | None:
     """corl's chunked head applies where agent.completion_hidden does: plain-head text models, not FSDP-sharded."""
-    from corl.agent import LOGIT_CHUNK_ELEMENTS, PLAIN_HEAD_MODEL_TYPES
+    from corl.trainer.logprobs import LOGIT_CHUNK_ELEMENTS, PLAIN_HEAD_MODEL_TYPES
 
     if facts.vision is not None or cfg.distributed.fsdp or facts.model_type not in PLAIN_HEAD_MODEL_TYPES:
         return None
@@ -246,10 +246,9 @@ def score_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
     """Passes without autograd before the update: old log-probs (grpo.num_passes > 1) and the KL
     reference's log-probs (grpo.beta > 0), one update minibatch at a time as `Agent` runs them,
     and rewards read from logits (entropy, self_certainty) 64 sequences at a time."""
-    from corl.rewards import REWARDS
+    from corl.rewards import weighted_reward
 
-    reward = REWARDS.get(cfg.cohort.reward)
-    from_logits = not (reward.binary or reward.reads_gold)
+    from_logits = weighted_reward(cfg.cohort.reward_terms()).reads_logits
     whole = cfg.grpo.num_passes > 1 or cfg.grpo.beta > 0
     if not (whole or from_logits):
         return []

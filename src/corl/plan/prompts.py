@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from corl.config import RunConfig
 from corl.data import DataError, PromptTemplate, load_rows, row_images
-from corl.models import TINY_PREFIX, TINY_VL_PREFIX
+from corl.model_sources import split_model_name
 
 CHARS_PER_TOKEN = 3  # BPE tokenizers average 3-4 characters per token on English and LaTeX: the longer guess
 CHAT_TOKENS = 32  # what a chat template adds around a user turn, roughly (the estimate only)
@@ -35,21 +35,9 @@ class PromptLength:
 def _tokenizer(model: str, tokenizer: str | None):
     """The agent's tokenizer or processor if it can be had without loading weights, else None."""
     try:
-        if model.startswith(TINY_PREFIX):
-            from corl.tiny.families import get_family
-            from corl.tiny.pretrain import SPEC_FILE, build_tokenizer, cache_path
-
-            spec = get_family(model[len(TINY_PREFIX) :])
-            cached = cache_path(spec)
-            if (cached / SPEC_FILE).is_file():
-                from transformers import AutoTokenizer
-
-                return AutoTokenizer.from_pretrained(cached)
-            return build_tokenizer(spec)
-        if model.startswith(TINY_VL_PREFIX):
-            from corl.vision.families import build_processor, get_vl_family
-
-            return build_processor(get_vl_family(model[len(TINY_VL_PREFIX) :]))
+        source = split_model_name(model)
+        if source is not None:
+            return source[0].tokenizer(source[1])
         from corl.plan.models import hf_config, is_vision_config
 
         if is_vision_config(hf_config(model, "model")[0]):

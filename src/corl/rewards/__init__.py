@@ -13,7 +13,15 @@ from corl.rewards.intrinsic import (
     token_entropy,
     token_self_certainty,
 )
-from corl.rewards.registry import REWARDS, RewardSpec, register_reward, reward_spec
+from corl.rewards.registry import (
+    REWARDS,
+    RewardInputs,
+    RewardSpec,
+    WeightedReward,
+    register_reward,
+    reward_spec,
+    weighted_reward,
+)
 
 register_reward(
     RewardSpec("agreement", "1 if the completion's answer is equivalent to its label, else 0", from_labels=agreement_rewards)
@@ -28,7 +36,9 @@ register_reward(
 __all__ = [
     "REWARDS",
     "Equivalence",
+    "RewardInputs",
     "RewardSpec",
+    "WeightedReward",
     "agreement_rewards",
     "entropy_rewards",
     "masked_mean",
@@ -37,4 +47,5 @@ __all__ = [
     "self_certainty_rewards",
     "token_entropy",
     "token_self_certainty",
+    "weighted_reward",
 ]

@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from corl.config import DEFAULT_INSTRUCTION
+from corl.config.sections import DEFAULT_INSTRUCTION  # not corl.config: its suite section reads this module
 from corl.data import LOCAL_SUFFIXES
 
 GRADERS = ("math", "mcq", "code", "lcb", "vision")

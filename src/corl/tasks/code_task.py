@@ -196,6 +196,18 @@ def code_grade(texts: Sequence[str], problems: Sequence, rows: Sequence[Mapping]
     return [passed[0] for passed in passes_hidden_tests(texts, rows, 1)]
 
 
+def check_code_config(cfg) -> None:
+    """A program has no final answer to compare with a gold one: its ground truth is its tests."""
+    from corl.labels import label_source_spec
+
+    spec = label_source_spec(cfg.cohort.label_source)
+    if spec.reads_gold:
+        raise ValueError(
+            f"cohort.label_source {spec.name!r} compares answers with a gold answer, which a code task does not have; "
+            "GT-Reward for code is cohort.reward: tests (with a label-free label_source such as 'self')"
+        )
+
+
 register_task(
     TaskSpec(
         "code",
@@ -206,6 +218,8 @@ register_task(
         input_fields=INPUT_FIELDS,
         grade=code_grade,
         grades_answers=False,
+        check_config=check_code_config,
+        evaluate_as="code",
     )
 )
 

@@ -1,7 +1,8 @@
 """Task kinds by name (`data.task`): what an answer is, how answers vote and agree.
 
-A task kind turns a group of completions into answers and vote keys, and says when an
-answer agrees with a label. Math reads the final stated answer; code runs the program
+A task kind turns a group of completions into answers and vote keys, says when an
+answer agrees with a label, grades validation completions, refuses configs it cannot
+train, and says how `corl eval` scores it: one module registers all of it. Math reads the final stated answer; code runs the program
 on the problem's public inputs and takes its behaviour as the answer.
 """
 
@@ -29,6 +30,11 @@ class TaskSpec:
     input_fields: tuple[str, ...] = ()  # row fields copied into Problem.inputs (public, never the answer)
     grade: GradeFn | None = None  # validation's grader (data.val); None: this task kind cannot be validated
     grades_answers: bool = True  # the grader compares with data.answer_field (math); False: it reads the row (code)
+    # a run config this task kind cannot train (a ValueError saying which option to change); None: any
+    check_config: Callable[[object], None] | None = None
+    # how `corl eval` (and `corl eval RUN`) scores it: "math" (final answers vs an answer column),
+    # "code" (programs run against the row's tests), or None (no evaluator for it)
+    evaluate_as: str | None = "math"
 
 
 TASKS: Registry = Registry("task kind", package="corl.tasks")

@@ -1,14 +1,14 @@
 """Vision-language agents (paper: VLMs trained with Co-RL on image math problems): the parts the trainer uses.
 
-    corl.vision.families    tiny random Qwen2-VL-style and LLaVA/SigLIP-style models + processors, built offline
+    corl.studies.tiny_vl.families    tiny random Qwen2-VL-style and LLaVA/SigLIP-style models + processors, built offline
     corl.vision.processing  load_processor (AutoProcessor, or Qwen2-VL's image-only processor without torchvision)
     corl.vision.inputs      load_image, chat_prompt, build_inputs -> VisionInputs (select / repeat / model_kwargs)
     corl.vision.logprobs    vision_sequence_logprobs (the update's forward), generate_with_images
-    corl.vision.task        a synthetic image task (a number drawn in an image, arithmetic in the text)
-    corl.vision.pretrain    supervised pretraining of the tiny VL families on that task
+    corl.studies.tiny_vl.task        a synthetic image task (a number drawn in an image, arithmetic in the text)
+    corl.studies.tiny_vl.pretrain    supervised pretraining of the tiny VL families on that task
     corl.vision.datasets    local loaders for open-r1 multimodal, MMR1, MathVista, MathVerse, MathVision, We-Math
 
-How the trainer uses them (corl.agent, corl.rollout, corl.models.load_agent_policy): docs/vision.md. Submodules are imported on use.
+How the trainer uses them (corl.trainer, corl.rollout, corl.models.load_agent_policy): docs/vision.md. Submodules are imported on use.
 """
 
 from __future__ import annotations

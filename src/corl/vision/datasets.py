@@ -201,7 +201,7 @@ DATASETS: dict[str, VisionDataset] = {
 
 
 def _corl(raw: dict, i: int) -> dict:
-    """corl's own row shape (e.g. `corl.vision.task.write_task`), images as a list of paths."""
+    """corl's own row shape (e.g. `corl.studies.tiny_vl.task.write_task`), images as a list of paths."""
     return {**raw, "id": raw.get("id", i), "images": _images(raw.get("images")), "options": raw.get("options")}
 
 

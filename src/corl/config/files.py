@@ -1,0 +1,134 @@
+"""Reading, overriding, writing and comparing run configurations (YAML files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from corl.config.run import RunConfig
+from corl.config.sections import ConfigError
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `a.b.c=value` overrides (value parsed as YAML; list items by index: agents.0.lr)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.path=value")
+        path, text = item.split("=", 1)
+        value = yaml.safe_load(text) if text.strip() else ""
+        node: Any = raw
+        parts = path.strip().split(".")
+        for i, part in enumerate(parts[:-1]):
+            node = _child(node, part, ".".join(parts[: i + 1]), create=True)
+        last = parts[-1]
+        if isinstance(node, list):
+            index = _index(node, last, path)
+            node[index] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ConfigError(f"override {path}: {'.'.join(parts[:-1])} is a value, not a section")
+    return raw
+
+
+def _index(node: list, part: str, path: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError(f"override {path}: {part!r} is not an index of a list of {len(node)}")
+    return int(part)
+
+
+def _child(node: Any, part: str, where: str, create: bool) -> Any:
+    if isinstance(node, list):
+        return node[_index(node, part, where)]
+    if not isinstance(node, dict):
+        raise ConfigError(f"override {where}: parent is a value, not a section")
+    if part not in node or node[part] is None:
+        if not create:
+            raise ConfigError(f"unknown key {where}")
+        node[part] = {}
+    return node[part]
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (check its spelling and section)"
+        given = e.get("input")
+        shown = "" if e["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
+        lines.append(f"  {key}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def validate_config(raw: dict[str, Any], source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML run config, apply `key=value` overrides and validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return validate_config(apply_overrides(raw, overrides or []), str(path))
+
+
+# What may change when a run is resumed: how long it runs, what it logs and when it
+# validates or checkpoints, where it writes, how long ranks wait. Anything else (models,
+# data, the update rule) would silently make the resumed run another experiment.
+RESUME_MAY_CHANGE = (
+    "cohort.steps",
+    "logging.",
+    "suite.",
+    "output_dir",
+    "resume",
+    "health.",
+    "distributed.timeout_s",
+    "distributed.preempt_grace_s",
+    "plan.",
+)
+
+
+def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{"agents.0.lr": 1e-6, ...}: a nested config as dotted keys."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, child in items:
+        out.update(flat(child, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def check_resume_config(started: RunConfig, now: RunConfig, source: str) -> None:
+    """Refuse to resume with a configuration that differs from the one the run started with
+    in anything but RESUME_MAY_CHANGE; the message names every changed key."""
+    a, b = flat(started.model_dump(mode="json")), flat(now.model_dump(mode="json"))
+    changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and not k.startswith(RESUME_MAY_CHANGE))
+    if changed:
+        lines = "\n".join(f"  {k}: {a.get(k)!r} -> {b.get(k)!r}" for k in changed)
+        raise ConfigError(
+            f"cannot resume: the configuration differs from the one the run started with ({source}):\n{lines}\n"
+            f"only {', '.join(k.rstrip('.') + ('.*' if k.endswith('.') else '') for k in RESUME_MAY_CHANGE)} may change; "
+            "start a new run (another output_dir) to change the rest"
+        )
+
+
+def dump_config(cfg: RunConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

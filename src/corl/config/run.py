@@ -1,0 +1,98 @@
+"""The whole run's configuration: its sections, the plugins to import first, and the checks
+that involve more than one section."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from corl.config.runtime import (
+    ComputeConfig,
+    DistributedConfig,
+    HealthConfig,
+    LoggingConfig,
+    PlanConfig,
+    SuiteConfig,
+)
+from corl.config.sections import (
+    AgentConfig,
+    CohortConfig,
+    DataConfig,
+    GRPOConfig,
+    RolloutConfig,
+    _Strict,
+)
+
+
+class RunConfig(_Strict):
+    """A whole run: the cohort, its data, the update rule, and where results go."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, raw: Any) -> Any:
+        import importlib
+
+        for module in (raw.get("plugins") or []) if isinstance(raw, dict) else []:
+            try:
+                importlib.import_module(module)
+            except ImportError as err:
+                raise ValueError(f"plugins: cannot import {module!r}: {err}") from None
+        return raw
+
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Modules imported before anything is looked up by name: your own rollout engines, label sources, "
+        "rewards or task kinds, registered when their module is imported.",
+    )
+    output_dir: str = "runs/corl"
+    resume: Literal["never", "auto"] = Field(
+        "never",
+        description="auto: continue from the run directory's last checkpoint when it has one (torchrun --max-restarts "
+        "and requeued jobs then resume by themselves); never: start afresh.",
+    )
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
+    agents: list[AgentConfig] = Field(min_length=1)
+    data: DataConfig
+    cohort: CohortConfig = CohortConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    grpo: GRPOConfig = GRPOConfig()
+    logging: LoggingConfig = LoggingConfig()
+    compute: ComputeConfig = ComputeConfig()
+    distributed: DistributedConfig = DistributedConfig()
+    health: HealthConfig = HealthConfig()
+    plan: PlanConfig = PlanConfig()
+    suite: SuiteConfig = SuiteConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        names = [a.name for a in self.agents]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"agent names must be unique; repeated: {', '.join(dupes)}")
+        from corl.labels import label_source_spec
+
+        spec = label_source_spec(self.cohort.label_source)
+        if len(self.agents) < spec.min_agents:
+            raise ValueError(
+                f"cohort.label_source {spec.name!r} needs at least {spec.min_agents} agents (use 'self' for a single agent)"
+            )
+        from corl.tasks import task_spec
+
+        task = task_spec(self.data.task)
+        if task.check_config is not None:
+            task.check_config(self)  # what this task kind cannot train (code: a gold-answer label source)
+        if spec.reads_gold and not self.data.answer_field:
+            raise ValueError(f"cohort.label_source {spec.name!r} needs data.answer_field")
+        if spec.needs_teacher and (self.compute.lora is not None or self.distributed.fsdp):
+            # the EMA teacher is a plain copy updated parameter by parameter from the policy
+            raise ValueError(f"cohort.label_source {spec.name!r} does not work with compute.lora or distributed.fsdp yet")
+        return self
+
+    def prompt_field(self, agent: AgentConfig) -> str:
+        return agent.prompt_field or self.data.prompt_field
+
+    def text_key(self, agent: AgentConfig) -> str:
+        """Key of this agent's wording in `Problem.texts`: its field, qualified by its own file if any."""
+        field = self.prompt_field(agent)
+        return f"{agent.data}#{field}" if agent.data else field

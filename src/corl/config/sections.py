@@ -1,0 +1,328 @@
+"""The sections of a run configuration (agents, data, cohort, rollout, grpo, ...): one pydantic
+model each, every value checked when the file is read (`corl.config`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MAX_LR = 1.0  # agents[].lr: see AgentConfig._a_usable_lr
+DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or not allowed; the message says which and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _registered(registry_module: str, registry: str, name: str) -> str:
+    """`name` if the registry has it; the registry is the one list of allowed names."""
+    import importlib
+
+    table = getattr(importlib.import_module(registry_module), registry)
+    if name not in table:
+        raise ValueError(f"{table.kind} {name!r} is not registered; choose one of: {', '.join(table.names())}")
+    return name
+
+
+class AgentConfig(_Strict):
+    """One member of the cohort: its own model, tokenizer, optimizer and prompt wording."""
+
+    name: str = Field(min_length=1, description="Unique name; used in metrics and checkpoint folders.")
+    model: str = Field(
+        min_length=1,
+        description="Hugging Face model id, local path, `tiny:<family>` (embedded default) or `tiny-vl:<family>` (vision-language). "
+        "A vision-language model (its config has a vision tower) is loaded with its processor and sees the rows' images.",
+    )
+    tokenizer: str | None = Field(None, description="Tokenizer id or path; defaults to the model's.")
+    chat_template: bool = Field(False, description="Wrap prompts in the tokenizer's chat template.")
+    lr: float = Field(1e-6, description="AdamW learning rate of this agent (0 < lr <= 1).")
+    weight_decay: float = Field(0.0, ge=0)
+    prompt_field: str | None = Field(
+        None,
+        description="Dataset field this agent reads its prompt from (data decoupling, 'Different family+'); defaults to data.prompt_field.",
+    )
+    data: str | None = Field(
+        None,
+        description="This agent's own file of wordings (rows aligned with data.train by id); defaults to data.train.",
+    )
+    seed: int | None = Field(None, description="Sampling seed of this agent (seed-only cohorts); defaults to its index.")
+    freeze_vision: bool = Field(
+        False,
+        description="Vision-language models: train the language model only (the vision encoder and its projector stay as loaded).",
+    )
+
+    @field_validator("lr")
+    @classmethod
+    def _a_usable_lr(cls, lr: float) -> float:
+        # AdamW moves every weight by about lr on each step whatever the gradient's size, so an
+        # lr above 1 destroys any model in one step (and from ~3e37 on, AdamW's float32 step
+        # size overflows with a traceback).
+        if not math.isfinite(lr) or lr <= 0 or lr > MAX_LR:
+            raise ValueError(
+                f"must be a number with 0 < lr <= {MAX_LR:g}: AdamW moves every weight by about lr per step "
+                "(typical values: 1e-6 to 1e-4 for pretrained models, 1e-3 for the tiny ones)"
+            )
+        return lr
+
+
+class DataConfig(_Strict):
+    """Where prompts come from. Ground-truth answers are optional and never reach a label-free reward."""
+
+    train: str = Field(min_length=1, description="Local JSONL/Parquet/CSV file or Hugging Face dataset name.")
+    split: str = Field("train", description="Split name for Hugging Face datasets.")
+    val: str | None = Field(None, description="Held-out file or dataset for periodic validation (needs answers).")
+    val_split: str = "test"
+    val_size: int = Field(64, ge=1, description="Validation problems evaluated each time (first N rows).")
+    max_rows: int | None = Field(None, ge=1, description="Use only the first N training rows.")
+    id_field: str = "id"
+    prompt_field: str = "problem"
+    answer_field: str | None = Field("answer", description="Ground-truth column, for diagnostics and label source 'truth' only.")
+    image_field: str | None = Field(
+        "images",
+        description="Column of a row's image(s) (paths relative to the file, PIL images, {bytes, path}): "
+        "vision-language agents see them before the text; text-only agents read the text alone.",
+    )
+    template: str = Field("{problem}\n{instruction}", description="Prompt text; placeholders {problem} and {instruction}.")
+    instruction: str = DEFAULT_INSTRUCTION
+    task: str = Field(
+        "math", description="A registered task kind (corl.tasks): what a completion's answer is and how answers agree."
+    )
+
+    @model_validator(mode="after")
+    def _template_has_problem(self) -> DataConfig:
+        if "{problem}" not in self.template:
+            raise ValueError("data.template must contain the placeholder {problem}")
+        return self
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, name: str) -> str:
+        return _registered("corl.tasks", "TASKS", name)
+
+
+class RewardTerm(_Strict):
+    """One part of the step's reward: a registered reward and its weight."""
+
+    name: str = Field(description="A registered reward (corl.rewards).")
+    weight: float = Field(1.0, allow_inf_nan=False, description="Its weight in the sum.")
+
+    @field_validator("name")
+    @classmethod
+    def _known_reward(cls, name: str) -> str:
+        return _registered("corl.rewards", "REWARDS", name)
+
+
+class CohortConfig(_Strict):
+    """Algorithm 1's knobs: who labels whom, how much is sampled, for how long."""
+
+    label_source: str = Field(
+        "peer",
+        description="A registered label source (corl.labels): peer = Co-RL ring (agent n taught by n-1); self = TTRL; "
+        "truth = GT-Reward; ema = Co-rewarding-II (majority of an EMA copy of the agent).",
+    )
+    reward: str = Field(
+        "agreement",
+        description="A registered reward (corl.rewards): agreement = 1 if the answer matches the label; entropy = RENT "
+        "(minus mean token entropy, arXiv:2505.22660); self_certainty = Intuitor (mean KL(U || p), arXiv:2505.19590). "
+        "The intrinsic rewards ignore labels (still computed for the diagnostics).",
+    )
+
+    rewards: list[RewardTerm] | None = Field(
+        None,
+        min_length=1,
+        description="Rewards summed with weights, e.g. [{name: agreement, weight: 1.0}, {name: my_format, weight: 0.1}]; "
+        "unset = cohort.reward with weight 1. When both are set, cohort.reward names the first term.",
+    )
+
+    @model_validator(mode="after")
+    def _one_reward_setting(self) -> CohortConfig:
+        if self.rewards is not None:
+            if "reward" in self.model_fields_set and self.reward != self.rewards[0].name:
+                raise ValueError(
+                    f"set cohort.rewards or cohort.reward, not both (cohort.reward {self.reward!r} is not its first term)"
+                )
+            self.__dict__["reward"] = self.rewards[0].name  # the primary reward (model cards, method names)
+        return self
+
+    def reward_terms(self) -> list[tuple[str, float]]:
+        """[(reward name, weight)]: cohort.rewards, or cohort.reward with weight 1."""
+        if self.rewards is None:
+            return [(self.reward, 1.0)]
+        return [(term.name, term.weight) for term in self.rewards]
+
+    @field_validator("label_source")
+    @classmethod
+    def _known_label_source(cls, name: str) -> str:
+        return _registered("corl.labels", "LABEL_SOURCES", name)
+
+    @field_validator("reward")
+    @classmethod
+    def _known_reward(cls, name: str) -> str:
+        return _registered("corl.rewards", "REWARDS", name)
+
+    ema_momentum: float = Field(0.99, gt=0, lt=1, description="EMA teacher momentum for label_source 'ema'.")
+    samples_per_prompt: int = Field(8, ge=1, description="K completions per prompt and agent (at least 2).")
+
+    @field_validator("samples_per_prompt")
+    @classmethod
+    def _a_group(cls, k: int) -> int:
+        # Every method updates with GRPO, whose advantage is a reward minus the mean of its
+        # prompt's K rewards: with K = 1 it is 0 for every completion, so nothing would train.
+        if k < 2:
+            raise ValueError(
+                "must be at least 2: GRPO's advantage compares the K samples of a prompt with each other, "
+                "so with K = 1 every advantage is 0 and no agent ever updates (a majority vote also needs several samples)"
+            )
+        return k
+
+    prompts_per_step: int = Field(16, ge=1)
+    steps: int = Field(100, ge=1)
+    seed: int = 0
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the rollouts.")
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(
+        512, ge=1, description="Completion budget; a truncated completion has no answer (see truncated_answers)."
+    )
+    truncated_answers: Literal["drop", "keep"] = Field(
+        "drop",
+        description="A completion that hit max_new_tokens without EOS: drop = it has no answer, so it neither votes nor "
+        "earns a reward (as TRL's mask_truncated_completions); keep = an answer it closed before the cut still counts.",
+    )
+    min_agreement: float = Field(
+        0.0, ge=0, le=1, description="A label needs at least this share of the teacher's K votes, else the prompt is unlabeled."
+    )
+
+
+class RolloutConfig(_Strict):
+    """Who samples the rollouts: the engine and its options (see `corl.rollout`).
+
+    An engine declares its own option block as a pydantic model (`Options` on its class) and
+    reads it with `options.block(name)`: `rollout: {engine: mine, mine: {beams: 4}}`. The keys
+    below are the built-in engines' options (hf, vllm), read flat as they always were."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    engine: str = Field("hf", description="Rollout engine: hf (Hugging Face generate, any device) or vllm (colocated vLLM).")
+    batch_size: int | None = Field(None, ge=1, description="hf: sequences per generate call (memory cap); None = all.")
+    kv_cache: Literal["auto", "dynamic", "static"] = Field(
+        "auto",
+        description="hf, where it samples through generate (decode: generate, vision-language models): generate's KV "
+        "cache. static preallocates prompt + max_new_tokens and writes in place (on CPU ~16% less sampling time for "
+        "small text models: no per-token concatenation); dynamic grows it; auto = static on CPU for text models, "
+        "dynamic elsewhere. The compact loop always grows its cache (it drops rows).",
+    )
+    decode: Literal["auto", "compact", "generate"] = Field(
+        "auto",
+        description="hf: the sampling loop. compact drops each sequence from the batch when it ends (corl.rollout."
+        "compact; text decoder-only models); generate is transformers' generate, which keeps every sequence until "
+        "the last one ends; auto = compact where it applies.",
+    )
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="vllm: share of accelerator memory (on CPU: of system RAM, for the KV cache) each agent's engine "
+        "may take; None = 0.45 on GPUs (as the paper's colocated runs), on CPU a share that fits every agent's engine.",
+    )
+    max_model_len: int | None = Field(
+        None,
+        ge=16,
+        description="vllm: longest prompt + completion the engine takes; None = the model's context length "
+        "(max_position_embeddings), at most 8192. A prompt plus cohort.max_new_tokens must fit in it.",
+    )
+    enforce_eager: bool = Field(True, description="vllm: no CUDA graphs / compilation (faster start-up; needed on CPU).")
+    sleep_mode: bool = Field(False, description="vllm on GPUs: free the engine's memory while the agent trains.")
+    tensor_parallel_size: int = Field(1, ge=1, description="vllm: shard each agent's engine over this many of its ranks.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="vllm: weight dtype of the engine; auto = float32 on CPU, bfloat16 "
+        "on GPUs that support it (the usual rollout precision; the update's importance weights correct the difference), "
+        "else the trained weights' dtype. float32 gives log-prob parity with the trainer.",
+    )
+    max_images_per_prompt: int = Field(
+        4, ge=1, description="vllm, vision-language models: images one prompt may hold (vLLM reserves memory for them)."
+    )
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, name: str) -> str:
+        return _registered("corl.rollout", "ENGINES", name)
+
+    @model_validator(mode="after")
+    def _engine_blocks(self) -> RolloutConfig:
+        """Every key not declared above is an engine's option block, checked by that engine's `Options`."""
+        if not self.__pydantic_extra__:
+            return self  # importing corl.rollout loads torch: not for a config without blocks (corl --help)
+        from corl.rollout import ENGINES
+
+        for name, value in (self.__pydantic_extra__ or {}).items():
+            if name not in ENGINES:
+                raise ValueError(
+                    f"{name!r} is neither a rollout option nor a registered engine's option block ({', '.join(ENGINES.names())})"
+                )
+            options = getattr(ENGINES.get(name), "Options", None)
+            if options is None:
+                raise ValueError(
+                    f"rollout engine {name!r} declares no options (no Options model on its class); remove rollout.{name}"
+                )
+            if not isinstance(value, options):
+                try:
+                    self.__pydantic_extra__[name] = options.model_validate(value if value is not None else {})
+                except ValidationError as err:
+                    where = "; ".join(f"rollout.{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+                    raise ValueError(where) from None
+        return self
+
+    def block(self, engine: str):
+        """Engine `engine`'s option block (its `Options` model): as given, else its defaults."""
+        given = (self.__pydantic_extra__ or {}).get(engine)
+        if given is not None:
+            return given
+        from corl.rollout import ENGINES
+
+        return ENGINES.get(engine).Options()
+
+
+class GRPOConfig(_Strict):
+    """The policy update (DeepSeekMath GRPO; defaults follow TRL and the reference runs)."""
+
+    epsilon_low: float = Field(0.2, ge=0, description="Lower clip: ratio >= 1 - epsilon_low.")
+    epsilon_high: float = Field(0.2, ge=0, description="Upper clip; > epsilon_low is DAPO's clip-higher.")
+    beta: float = Field(0.0, ge=0, description="k3 KL to a frozen reference; 0 loads no reference model.")
+    loss_aggregation: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
+        "grpo",
+        description="How per-token losses become the batch loss, as TRL's loss_type: grpo = mean over sequences of "
+        "each sequence's token mean; dapo = sum over every token / the batch's token count (DAPO); dr_grpo = sum "
+        "over tokens / (sequences x max_new_tokens) (Dr. GRPO). bnpo is read as dapo (corl's earlier name for it; "
+        "TRL's bnpo divides by each micro-batch's tokens, the same when the batch is one micro-batch).",
+    )
+
+    @field_validator("loss_aggregation")
+    @classmethod
+    def _dapo_by_its_name(cls, name: str) -> str:
+        from corl.grpo import LOSS_AGGREGATION_ALIASES
+
+        return LOSS_AGGREGATION_ALIASES.get(name, name)
+
+    scale_rewards: Literal["group", "none"] = Field(
+        "group", description="Divide advantages by the group std (GRPO) or not (Dr. GRPO)."
+    )
+    num_passes: int = Field(1, ge=1, description="Optimization passes over each step's rollouts (PPO epochs).")
+    minibatch_size: int | None = Field(
+        None, ge=1, description="Sequences per forward/backward (gradient accumulation, bounds memory); None = all at once."
+    )
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    importance_sampling: Literal["token_truncate", "token_mask", "sequence_mask", "off"] = Field(
+        "token_truncate",
+        description="Correction for a sampler with its own copy of the weights (vLLM): weight each token by "
+        "pi_train_old / pi_rollout, truncated at importance_sampling_cap (token_truncate), or drop tokens "
+        "(token_mask) or sequences (sequence_mask) above it. Not applied to the hf engine, which samples from "
+        "the trained weights. As TRL (vllm_importance_sampling_correction) and Yao et al. 2025 (truncated IS).",
+    )
+    importance_sampling_cap: float = Field(3.0, ge=1.0, description="Truncation cap of the importance weights.")

@@ -1,0 +1,102 @@
+"""What the studies add to the library's registries: the embedded tiny models and tasks.
+
+    tiny:<family>                  a tiny text family, pretrained on first use (corl.studies.tiny)
+    tiny-vl:<family>               a tiny vision-language family (corl.studies.tiny_vl)
+    tiny:<split>[:<rows>]          data: the embedded synthetic text task
+    vtiny:<split>[:<rows>]         data: the embedded synthetic image task
+
+The library never imports this module: the `corl` command does, and so does the `corl.plugins`
+entry point (pyproject.toml) that `corl.registry` loads on a name it does not know; library
+code outside an installed corl can name it in a config's `plugins:`.
+"""
+
+from __future__ import annotations
+
+from corl.data import DataError, register_data_source
+from corl.model_sources import ModelSource, register_model_source
+
+
+def tiny_path(name: str):
+    from corl.studies.tiny.pretrain import ensure_pretrained
+
+    return ensure_pretrained(name)
+
+
+def tiny_config(name: str):
+    """A tiny family's config: the pretrained cache's when it is built, else the spec's
+    (a random model of the family: kilobytes, and the same architecture)."""
+    from transformers import AutoConfig
+
+    from corl.plan.models import as_saved
+    from corl.studies.tiny.families import build_random_model, get_family
+    from corl.studies.tiny.pretrain import SPEC_FILE, build_tokenizer, cache_path
+
+    spec = get_family(name)
+    cached = cache_path(spec)
+    if (cached / SPEC_FILE).is_file():
+        return AutoConfig.from_pretrained(cached)
+    model = build_random_model(
+        spec.arch, build_tokenizer(spec), hidden=spec.hidden, layers=spec.layers, heads=spec.heads, ffn=spec.ffn
+    )
+    return as_saved(model.config)
+
+
+def tiny_tokenizer(name: str):
+    from corl.studies.tiny.families import get_family
+    from corl.studies.tiny.pretrain import SPEC_FILE, build_tokenizer, cache_path
+
+    spec = get_family(name)
+    cached = cache_path(spec)
+    if (cached / SPEC_FILE).is_file():
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(cached)
+    return build_tokenizer(spec)
+
+
+def tiny_vl_path(name: str):
+    from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
+
+    return ensure_pretrained_vl(name)
+
+
+def tiny_vl_config(name: str):
+    from corl.plan.models import as_saved
+    from corl.studies.tiny_vl.families import build_vl_family
+
+    return as_saved(build_vl_family(name)[0].config)
+
+
+def tiny_vl_processor(name: str):
+    from corl.studies.tiny_vl.families import build_processor, get_vl_family
+
+    return build_processor(get_vl_family(name))
+
+
+def _split_rows(spec: str, source: str, prefix: str, splits, make_split) -> list[dict]:
+    parts = spec.split(":")
+    if len(parts) not in (1, 2) or parts[0] not in splits or (len(parts) == 2 and not parts[1].isdigit()):
+        raise DataError(f"dataset {source!r}: write {prefix}:<split>[:<rows>] with split one of {', '.join(splits)}")
+    return make_split(parts[0], int(parts[1]) if len(parts) == 2 else 500, seed=0)
+
+
+def tiny_rows(spec: str, source: str) -> list[dict]:
+    """`tiny:<split>[:<rows>]` -> rows of the generated task (500 rows by default)."""
+    from corl.studies.tiny.task import SPLITS, make_split
+
+    return _split_rows(spec, source, "tiny", SPLITS, make_split)
+
+
+def vtiny_rows(spec: str, source: str) -> list[dict]:
+    """`vtiny:<split>[:<rows>]` -> rows of the generated image task (500 rows by default), images as PIL."""
+    from corl.studies.tiny_vl.task import SPLITS, make_split
+
+    return _split_rows(spec, source, "vtiny", SPLITS, make_split)
+
+
+register_model_source("tiny", ModelSource(tiny_path, tiny_config, tiny_tokenizer, describe="tiny family"))
+register_model_source(
+    "tiny-vl", ModelSource(tiny_vl_path, tiny_vl_config, tiny_vl_processor, vision=True, describe="tiny vision family")
+)
+register_data_source("tiny", tiny_rows)
+register_data_source("vtiny", vtiny_rows)

@@ -1,0 +1,414 @@
+"""The embedded default: a miniature of the paper's study that runs on a laptop CPU.
+
+    corl quickstart                 # under 10 min on 2 cores, first run (pretraining) included
+    corl quickstart --json          # one JSON object with every measured number
+    corl quickstart --seeds 3       # mean +- std over RL seeds
+    corl quickstart --vision        # the same study with tiny vision-language agents on an image task
+
+1. build (or load from cache) a cohort of tiny models from different families
+   (corl.studies.tiny.families: architecture, tokenizer, pretraining mixture and slips, size, seed; with
+   --vision, corl.studies.tiny_vl.families: a Qwen2-VL and a LLaVA/SigLIP model, different vision
+   encoders, on corl.studies.tiny_vl.task, a number drawn in the image and arithmetic in the text);
+2. measure error decoupling before any RL (kappa, c, w, u; corl.studies.diversity);
+3. train every method under the same budget (steps x prompts x K per agent) through the
+   same `CohortTrainer` that `corl train` runs: TTRL and GT-Reward for each agent alone,
+   Co-RL for the pair, and whatever else --methods asks for;
+4. evaluate on the held-out test split and write a report (corl.studies.report).
+
+Nothing here knows the answers of a training prompt except the diagnostics and the
+GT-Reward baseline, exactly as in `corl train`. The reported numbers are what was
+measured, whatever they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from corl.config import RolloutConfig, validate_config
+from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
+from corl.evaluate import accuracy_by_group, grade, sample_answers
+from corl.rollout import SamplingParams, build_engine
+from corl.studies.quickstart_summary import summarize
+from corl.trainer import CohortTrainer
+
+
+@dataclass(frozen=True)
+class Method:
+    """A row of the results table: how labels/rewards are made and who trains together."""
+
+    label_source: str
+    reward: str = "agreement"
+    together: bool = False  # True: the whole cohort in one run (Co-RL); False: each agent alone
+    same_family: bool = False  # True: the cohort is seed-only copies of the first family
+
+
+METHODS: dict[str, Method | None] = {
+    "base": None,  # no training
+    "ttrl": Method("self"),
+    "co-rl": Method("peer", together=True),
+    "gt": Method("truth"),
+    "rent": Method("self", reward="entropy"),
+    "intuitor": Method("self", reward="self_certainty"),
+    "co-rewarding-ii": Method("ema"),
+    "co-rl-same-family": Method("peer", together=True, same_family=True),
+}
+DEFAULT_METHODS = ("base", "ttrl", "co-rl", "gt")
+ESSENTIAL = ("base", "ttrl", "co-rl")  # always run; the others only if predicted to fit the time budget
+
+
+@dataclass
+class QuickstartOptions:
+    families: tuple[str, ...] = ("llama-char", "qwen2-bpe")
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    seeds: int = 1
+    # The whole pipeline's seed: 0 is the embedded default; s > 0 pretrains every family as its
+    # seed sibling (corl.studies.tiny.families.sibling, seed + 100 s) and numbers the RL seeds from s.
+    seed: int = 0
+    steps: int = 40
+    prompts_per_step: int = 32
+    samples_per_prompt: int = 8
+    # Chosen on the validation split (README, "The embedded default, measured"): at 1e-4 the
+    # label-free methods collapsed onto answers both agents agree on (Co-RL's cohort validation
+    # accuracy 0.625 -> 0.508, TTRL's qwen2-bpe 0.484 -> 0.234); at 3e-5, 0.648 -> 0.602 and 0.50 -> 0.484.
+    lr: float = 3e-5
+    # A voting method's label needs >= 5 of 8 votes (TTRL, Co-RL and Co-rewarding-II alike):
+    # a confident teacher is right far more often than a plain plurality of weak samples.
+    min_agreement: float = 0.6
+    max_new_tokens: int = 56
+    train_size: int = 2000
+    val_size: int = 64
+    test_size: int = 200
+    regime_size: int = 200  # validation problems on which the bases' Theorem-1 regime is measured
+    eval_every: int = 10
+    budget_s: float = 600.0  # optional methods (beyond ESSENTIAL) run only if predicted to finish within it
+    pretrain_steps: int | None = None  # override the families' pretraining steps (CI smoke)
+    out: Path = Path("runs/quickstart")
+    engine: str = "hf"  # rollout engine of every run and evaluation (corl.rollout)
+    progress: bool = True
+    vision: bool = False  # tiny vision-language families on the image task (vision_defaults)
+
+    @staticmethod
+    def smoke(out: Path) -> QuickstartOptions:
+        """A few-step run of every stage, for CI: the plumbing, not the result."""
+        return QuickstartOptions(
+            steps=2,
+            prompts_per_step=4,
+            samples_per_prompt=4,
+            train_size=64,
+            val_size=8,
+            test_size=16,
+            regime_size=16,
+            eval_every=1,
+            pretrain_steps=10,
+            out=out,
+            progress=False,
+        )
+
+
+VISION_FAMILIES = ("qwen2vl-bpe", "llava-siglip-char")
+
+
+def vision_defaults(opts: QuickstartOptions) -> QuickstartOptions:
+    """The options of `--vision`: the VL families, their answers' token budget, and (the image
+    task is one distribution, not four) the same RL budget and settings as the text study."""
+    families = opts.families if set(opts.families) <= set(VISION_FAMILIES) else VISION_FAMILIES
+    return dataclasses.replace(opts, vision=True, families=families, max_new_tokens=32)
+
+
+def _data(opts: QuickstartOptions) -> str:
+    return "vtiny" if opts.vision else "tiny"
+
+
+# The quickstart's prompt: the problem alone, as the families were pretrained on it (a text
+# family after a newline; a vision family in its processor's chat template, the image first).
+TEMPLATE, VISION_TEMPLATE = "{problem}\n", "{problem}"
+
+
+def prompts_for(problems: list[Problem], processor=None) -> list:
+    if processor is None:
+        return [TEMPLATE.format(problem=p.texts["problem"]) for p in problems]
+    from corl.vision.inputs import image_prompt
+
+    return [
+        image_prompt(processor, VISION_TEMPLATE.format(problem=p.texts["problem"]), p.inputs.get(IMAGES_INPUT)) for p in problems
+    ]
+
+
+# -- pieces ---------------------------------------------------------------------------------
+
+
+def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
+    """Each family's pretrained base (cached; rebuilt deterministically when missing)."""
+    if opts.vision:
+        return _build_vision_cohort(opts)
+    from corl.studies.tiny.families import get_family, sibling
+    from corl.studies.tiny.pretrain import ensure_pretrained
+
+    out = {}
+    for name in opts.families:
+        spec = get_family(name)
+        if opts.seed:
+            spec = sibling(spec, spec.seed + 100 * opts.seed)
+        if opts.pretrain_steps is not None:
+            spec = dataclasses.replace(spec, steps=opts.pretrain_steps)
+        out[name] = ensure_pretrained(spec, progress=opts.progress)
+    return out
+
+
+def _build_vision_cohort(opts: QuickstartOptions) -> dict[str, Path]:
+    from corl.studies.tiny_vl.families import get_vl_family, with_seed
+    from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
+
+    out = {}
+    for name in opts.families:
+        spec = get_vl_family(name)
+        if opts.seed:
+            spec = with_seed(spec, spec.seed + 100 * opts.seed)
+        kwargs = {"steps": opts.pretrain_steps} if opts.pretrain_steps is not None else {}
+        out[name] = ensure_pretrained_vl(spec, **kwargs)
+    return out
+
+
+def task_split(
+    opts: QuickstartOptions, split: str = "test", size: int | None = None
+) -> tuple[list[Problem], list[str], list[str]]:
+    """(problems, answers, types) of a split of the tiny task (default: the held-out test split)."""
+    source = f"{_data(opts)}:{split}:{size or opts.test_size}"
+    rows = load_rows(source)
+    problems, gold = build_problems(rows, source, ["problem"], answer_field="answer", image_field=IMAGES_INPUT)
+    return problems, [gold[p.id] for p in problems], [r["type"] for r in rows]
+
+
+def regime(base_val: dict[str, dict]) -> dict:
+    """Theorem 1's condition on the validation split, before RL: per problem type, each agent's
+    sampled (T=1) accuracy and, for every pair, their sum (> 1: peer labels beat self labels)."""
+    names = list(base_val)
+    types = sorted(base_val[names[0]]["sampled_by_type"])
+    per_agent = {n: base_val[n]["sampled_by_type"] for n in names}
+    pair_sums = {
+        f"{a}+{b}": {t: per_agent[a][t] + per_agent[b][t] for t in types} for i, a in enumerate(names) for b in names[i + 1 :]
+    }
+    return {"sampled_by_type": per_agent, "pair_sums": pair_sums, "sampled": {n: base_val[n]["avg@4"] for n in names}}
+
+
+def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, seed: int = 0, processor=None) -> dict:
+    """Greedy accuracy per problem type and average; avg@k at T=1; one sampled answer per problem."""
+    problems, gold, types = test
+    engine = build_engine(RolloutConfig(engine=opts.engine), model, tokenizer, processor=processor)
+    prompts = prompts_for(problems, processor)  # the template of every quickstart run
+    greedy, _ = sample_answers(engine, prompts, 1, SamplingParams(0.0, 1.0, opts.max_new_tokens))
+    torch.manual_seed(seed)
+    sampled, lengths = sample_answers(engine, prompts, k, SamplingParams(1.0, 1.0, opts.max_new_tokens))
+    greedy_ok = [c[0] for c in grade(greedy, gold)]
+    sampled_ok = grade(sampled, gold)
+    return {
+        "greedy": sum(greedy_ok) / len(greedy_ok),
+        "greedy_correct": [int(c) for c in greedy_ok],  # per problem: the claims' paired noise
+        "samples": sampled,  # every T=1 answer: the pooled ensembles (dropped from results.json)
+        "greedy_by_type": accuracy_by_group(greedy_ok, types),
+        "sampled_by_type": accuracy_by_group([sum(c) / k for c in sampled_ok], types),
+        f"avg@{k}": sum(map(sum, sampled_ok)) / (len(gold) * k),
+        "mean_length": sum(lengths) / len(lengths),
+        # the first sample of each problem, for the error-decoupling analysis
+        "sample_correct": [c[0] for c in sampled_ok],
+        "sample_answers": [s[0] for s in sampled],
+    }
+
+
+def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[dict]:
+    """Error-decoupling metrics of every cross-family pair and each model vs its own resample."""
+    from corl.studies.diversity import pair_stats
+
+    names = list(base_evals)
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            ea, eb = base_evals[a], base_evals[b]
+            rows.append(
+                pair_stats(a, b, ea["sample_correct"], eb["sample_correct"], ea["sample_answers"], eb["sample_answers"]).as_dict()
+                | {"correct_a": ea["sample_correct"], "correct_b": eb["sample_correct"]}
+            )
+    for a in names:
+        ea, eb = base_evals[a], resampled[a]
+        rows.append(
+            pair_stats(
+                a,
+                f"{a} (2nd sample)",
+                ea["sample_correct"],
+                eb["sample_correct"],
+                ea["sample_answers"],
+                eb["sample_answers"],
+                kind="seed",
+            ).as_dict()
+            | {"correct_a": ea["sample_correct"], "correct_b": eb["sample_correct"]}
+        )
+    return rows
+
+
+def run_config(
+    method: str, spec: Method, agents: list[tuple[str, Path, int]], opts: QuickstartOptions, seed: int, run_dir: Path
+) -> dict:
+    """The raw `corl train` config of one method's run (written to the run directory)."""
+    return {
+        "output_dir": str(run_dir),
+        "device": "cpu",
+        "rollout": {"engine": opts.engine},
+        "agents": [{"name": name, "model": str(path), "lr": opts.lr, "seed": s} for name, path, s in agents],
+        "data": {
+            "train": f"{_data(opts)}:train:{opts.train_size}",
+            "val": f"{_data(opts)}:validation:{opts.val_size}",
+            "val_split": "validation",
+            "val_size": opts.val_size,
+            "template": VISION_TEMPLATE if opts.vision else TEMPLATE,
+            "instruction": "",
+        },
+        "cohort": {
+            "label_source": spec.label_source,
+            "reward": spec.reward,
+            "steps": opts.steps,
+            "seed": seed,
+            "prompts_per_step": opts.prompts_per_step,
+            "samples_per_prompt": opts.samples_per_prompt,
+            "max_new_tokens": opts.max_new_tokens,
+            "min_agreement": opts.min_agreement,
+        },
+        "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": opts.progress},
+    }
+
+
+def train_method(
+    method: str, cohort: dict[str, Path], opts: QuickstartOptions, seed: int, test, say: Callable[[str], None]
+) -> dict:
+    """Train one method (each agent alone, or the cohort together) and evaluate every agent."""
+    spec = METHODS[method]
+    names = list(cohort)
+    if spec.same_family:
+        groups = [[(f"{names[0]}#0", cohort[names[0]], 0), (f"{names[0]}#1", cohort[names[0]], 1)]]
+    elif spec.together:
+        groups = [[(n, cohort[n], i) for i, n in enumerate(names)]]
+    else:
+        groups = [[(n, cohort[n], 0)] for n in names]
+    results = {}
+    for group in groups:
+        run_dir = opts.out / f"seed{seed}" / (method if spec.together else f"{method}-{group[0][0]}")
+        cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir), f"quickstart {method}")
+        shutil.rmtree(run_dir, ignore_errors=True)  # a rerun of the study replaces its runs: a run folder holds one run
+        trainer = CohortTrainer(cfg, run_dir)
+        t0 = time.perf_counter()
+        with _step_bar(trainer, opts) as on_step:
+            trainer.train(on_step=on_step)
+        seconds = time.perf_counter() - t0
+        say(f"  {method:<18} {'+'.join(n for n, _, _ in group):<24} {opts.steps} steps in {seconds:5.1f}s")
+        for agent in trainer.agents.values():
+            results[agent.name] = evaluate_model(agent.model, agent.tokenizer, test, opts, seed=seed, processor=agent.processor)
+            results[agent.name]["run_dir"] = str(run_dir)
+            results[agent.name]["train_seconds"] = round(seconds / len(trainer.agents), 1)
+    return results
+
+
+# -- the study ------------------------------------------------------------------------------------------
+
+
+def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) -> dict:
+    """Every stage of the embedded default; returns the JSON-ready results."""
+    from corl.models import load_agent_policy
+
+    start = time.perf_counter()
+    unknown = [m for m in opts.methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+    opts.out.mkdir(parents=True, exist_ok=True)
+    torch.set_flush_denormal(True)
+    _quiet_hub_progress_bars()
+
+    say("1/4 cohort: pretraining tiny families (cached after the first run)")
+    cohort = build_cohort(opts)
+    t_cohort = time.perf_counter() - start
+    test = task_split(opts)
+    val = task_split(opts, "validation", opts.regime_size)
+
+    say("2/4 base models: accuracy and error decoupling before RL")
+    base, resampled, base_val = {}, {}, {}
+    for name, path in cohort.items():
+        model, tok, processor = load_agent_policy(str(path))
+        base[name] = evaluate_model(model, tok, test, opts, seed=0, processor=processor)
+        resampled[name] = evaluate_model(model, tok, test, opts, k=1, seed=2, processor=processor)
+        base_val[name] = evaluate_model(model, tok, val, opts, seed=0, processor=processor)
+    pairs = decoupling(base, resampled)
+    base_regime = regime(base_val)
+    t_base = time.perf_counter() - start - t_cohort
+
+    say("3/4 training every method under the same budget")
+    per_seed: list[dict] = []
+    skipped: list[str] = []
+    for seed in range(opts.seed, opts.seed + opts.seeds):
+        methods: dict[str, dict] = {"base": base} if "base" in opts.methods else {}
+        spent: dict[str, float] = {}  # seconds of each method's runs and evaluations, this seed
+        for method in opts.methods:
+            if method == "base":
+                continue
+            if method not in ESSENTIAL:
+                finish = predicted_finish(method, spent, time.perf_counter() - start)
+                deadline = opts.budget_s * (seed - opts.seed + 1) / opts.seeds
+                if finish > deadline:
+                    skipped.append(f"{method} (seed {seed}): would end at ~{finish:.0f} s, past the {deadline:.0f} s budget")
+                    say(
+                        f"  {method}: skipped, would end at ~{finish:.0f} s, past the {deadline:.0f} s budget "
+                        f"(raise --budget-minutes to run it)"
+                    )
+                    continue
+            t0 = time.perf_counter()
+            methods[method] = train_method(method, cohort, opts, seed, test, say)
+            spent[method] = time.perf_counter() - t0
+        per_seed.append(methods)
+
+    say("4/4 report")
+    results = summarize(
+        opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start, gold=test[1], regime=base_regime
+    )
+    results["base_eval_seconds"] = round(t_base, 1)
+    from corl.studies.report import write_report
+
+    # The report states the wall time; what comes after (two plots, two files) takes about a second.
+    results["wall_time_s"] = round(time.perf_counter() - start, 1)
+    results["report"] = str(write_report(results, opts.out))
+    (opts.out / "results.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+@contextlib.contextmanager
+def _step_bar(trainer: CohortTrainer, opts: QuickstartOptions):
+    """A live bar of the run's steps and rewards on a terminal (`corl train`'s); nothing in logs or CI."""
+    if not (opts.progress and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.console import Console
+
+    from corl.progress import StepProgress
+
+    with StepProgress(trainer, Console(stderr=True)) as bar:
+        yield bar
+
+
+def predicted_finish(method: str, spent: dict[str, float], elapsed: float) -> float:
+    """When `method` would end if started now: every method has the same budget, so it costs
+    what the essential run of its shape (one agent alone: TTRL; the cohort together: Co-RL)
+    cost this seed; with nothing measured yet, its cost is unknown and taken as 0."""
+    return elapsed + spent.get("co-rl" if METHODS[method].together else "ttrl", 0.0)
+
+
+def _quiet_hub_progress_bars() -> None:
+    """Loading/saving tiny checkpoints dozens of times would print as many tqdm bars."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()

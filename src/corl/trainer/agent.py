@@ -1,0 +1,211 @@
+"""One cohort member: a policy with its own weights, optimizer, rollout engine and prompt wording.
+
+Agents never share parameters, gradients or optimizer state; the only thing that
+crosses between them is the answers table (see `corl.trainer.loop`).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import torch
+
+from corl.checkpoint_sharded import SHARDED_FOLDER, load_sharded, save_sharded
+from corl.config import AgentConfig, ComputeConfig, GRPOConfig, RolloutConfig
+from corl.data import IMAGES_INPUT, Problem, PromptTemplate
+from corl.models import prepare_frozen, prepare_model, save_policy
+from corl.parallel import DataParallel
+from corl.rollout import Rollout, SamplingParams, build_engine
+from corl.rollout.base import Prompt
+from corl.trainer import logprobs
+from corl.trainer.update import UpdateStats, grpo_update
+
+
+def vision_parameters(model) -> list[torch.nn.Parameter]:
+    """A vision-language model's vision encoder and projector: every parameter outside its
+    language model (`get_decoder()`) and output head."""
+    language = {id(p) for p in model.get_decoder().parameters()} | {id(p) for p in model.get_output_embeddings().parameters()}
+    return [p for p in model.parameters() if id(p) not in language]
+
+
+@torch.no_grad()
+def ema_update(ema_model: torch.nn.Module, model: torch.nn.Module, momentum: float) -> None:
+    """ema <- momentum * ema + (1 - momentum) * online, parameter by parameter."""
+    for e, p in zip(ema_model.parameters(), model.parameters(), strict=True):
+        e.lerp_(p.detach(), 1.0 - momentum)
+
+
+class Agent:
+    """A policy plus everything it needs to sample and to update itself."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        model,
+        tokenizer,
+        template: PromptTemplate,
+        prompt_field: str,
+        grpo: GRPOConfig,
+        rollout: RolloutConfig | None = None,
+        ema_momentum: float | None = None,
+        dp: DataParallel | None = None,
+        compute: ComputeConfig | None = None,
+        processor=None,
+    ):
+        self.config = config
+        self.name = config.name
+        self.tokenizer = tokenizer
+        self.processor = processor  # a vision-language model's (images + text); None for a text model
+        self.template = template
+        self.prompt_field = prompt_field  # key into Problem.texts: this agent's wording
+        self.grpo = grpo
+        self.dp = dp or DataParallel()  # the ranks that share this agent's model (size 1: just this one)
+        rollout = rollout or RolloutConfig()
+        # Frozen copies come first, from the plain model: they never train, shard or carry adapters.
+        self.reference = None
+        if grpo.beta > 0:
+            # Only with a KL term is a frozen copy of the initial policy worth its memory.
+            self.reference = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
+        self.ema_momentum = ema_momentum
+        self.teacher = None  # Co-rewarding-II: a slowly moving copy of this agent labels it
+        self.teacher_engine = None
+        if ema_momentum is not None:
+            self.teacher = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
+            self.teacher_engine = build_engine(
+                rollout, self.teacher, tokenizer, add_special_tokens=not template.chat, processor=processor
+            )
+        if config.freeze_vision:
+            if processor is None:
+                raise ValueError(f"agent {config.name!r}: freeze_vision is set but its model is not a vision-language model")
+            for parameter in vision_parameters(model):
+                parameter.requires_grad_(False)
+        # Gradient checkpointing, LoRA, FSDP sharding, bf16 (compute: / distributed:), then the optimizer.
+        self.model = model = prepare_model(model, compute, self.dp)
+        # Chat templates already contain BOS; adding special tokens again would double it.
+        self.engine = build_engine(rollout, model, tokenizer, add_special_tokens=not template.chat, processor=processor)
+        trainable = [p for p in model.parameters() if p.requires_grad]  # all of them, or only the LoRA adapters
+        self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+
+    def prompts(self, problems: list[Problem], text_key: str | None = None) -> list[Prompt]:
+        """Rendered prompts in this agent's wording (or in the wording `text_key`).
+
+        A vision-language agent's prompts are ImagePrompts: the problem's images (Problem.inputs
+        "images", none for a text-only row) before the text, in its processor's chat template.
+        """
+        key = text_key or self.prompt_field
+        if self.processor is None:
+            return [self.template.render(p.texts[key], self.tokenizer) for p in problems]
+        from corl.vision.inputs import image_prompt
+
+        return [image_prompt(self.processor, self.template.text(p.texts[key]), p.inputs.get(IMAGES_INPUT)) for p in problems]
+
+    def generating(self):
+        """Context for generation and no-grad passes: under FSDP it gathers the whole model
+        (every rank of the agent enters together); otherwise it does nothing."""
+        return self.dp.gathered(self.model)
+
+    def sample(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
+        with self.generating():
+            rollout = self.engine.generate(self.prompts(problems), num_samples, params)
+        # vLLM's sleep mode (GPUs) frees the engine's memory while the agent trains; the weight
+        # sync and the next generate wake it. The HF engine shares the weights: nothing to free.
+        self.engine.sleep()
+        return rollout
+
+    def sample_teacher(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
+        """Samples of the EMA teacher (Co-rewarding-II); only agents built with ema_momentum have one."""
+        if self.teacher_engine is None:
+            raise RuntimeError(f"agent {self.name!r} has no EMA teacher (label source 'ema' builds one)")
+        rollout = self.teacher_engine.generate(self.prompts(problems), num_samples, params)
+        self.teacher_engine.sleep()
+        return rollout
+
+    def close(self) -> None:
+        """Release the rollout engines (a vLLM engine holds memory until closed)."""
+        for engine in (self.engine, self.teacher_engine):
+            if engine is not None:
+                engine.close()
+
+    def logit_rewards(self, rollout: Rollout, reward_fn, temperature: float, batch: int = 64) -> torch.Tensor:
+        """Rewards scored from this policy's own logits (RENT, Intuitor): [B, K] (`logprobs.logit_rewards`)."""
+        self.model.eval()
+        with self.generating():
+            return logprobs.logit_rewards(self.model, rollout, reward_fn, temperature, batch)
+
+    def update(
+        self, rollout: Rollout, rewards: torch.Tensor, params: SamplingParams, exclude: torch.Tensor | None = None
+    ) -> UpdateStats:
+        """One GRPO update on this agent's own rollouts and rewards ([B, K]), then the new
+        weights go to the rollout engine.
+
+        `exclude` ([N] bool) leaves sequences out of the loss (cohort.truncated_answers: drop),
+        as TRL's mask_truncated_completions: their tokens are masked (no loss, no KL, not counted
+        by dapo's token total), while their rewards still count in their group's advantages
+        and they still count as sequences for grpo's and dr_grpo's divisor.
+
+        With data parallelism (`self.dp`: D ranks, each holding a shard of the batch) every
+        rank scales its loss by the *whole* batch's sizes and the ranks' gradients are summed,
+        so the step is the single-process step on the whole batch. The ranks first agree on
+        those sizes, so all of them run the same collectives even when some have no sequence
+        with signal.
+        """
+        return grpo_update(self, rollout, rewards, params, exclude)
+
+    def after_update(self, stats: UpdateStats, stepped: bool) -> None:
+        """The EMA teacher follows the policy; the rollout engines get the new weights."""
+        if self.teacher is not None:
+            ema_update(self.teacher, self.model, self.ema_momentum)
+            self.teacher_engine.sync_weights(self.teacher)
+        if stepped:
+            stats.sync = self.engine.sync_weights(self.model)
+
+    def state_dict(self) -> dict:
+        """The optimizer's (and an EMA teacher's) state, whole: without FSDP every rank holds it all."""
+        state = {"optimizer": self.optimizer.state_dict()}
+        if self.teacher is not None:
+            state["teacher"] = self.teacher.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.teacher is not None:
+            self.teacher.load_state_dict(state["teacher"])
+            # its engine was built from the policy's weights (the teacher's copy before this load)
+            self.teacher_engine.sync_weights(self.teacher)
+
+    def save(self, folder: Path) -> None:
+        """Write this agent: a Hugging Face model folder (weights, tokenizer), with LoRA its
+        unmerged adapters in folder/adapter/, and what a resume needs: trainer.pt, or under
+        FSDP each rank's shards of the model and optimizer in folder/sharded/.
+
+        Every rank of the agent's dp group calls it (gathering a sharded model is a
+        collective); its dp rank 0 writes the folder.
+        """
+        self.dp.check_replicas(self.model)
+        weights = self.dp.full_model_state(self.model)
+        if self.dp.fsdp:
+            save_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
+        if self.dp.rank != 0:
+            return
+        save_policy(self.model, folder, weights)
+        if hasattr(self.model, "get_base_model"):  # a peft model
+            from corl.models import ADAPTER_FOLDER, save_adapter
+
+            save_adapter(self.model, folder / ADAPTER_FOLDER, weights)
+        # A processor writes its tokenizer and image processor: the folder loads with AutoProcessor.
+        (self.processor or self.tokenizer).save_pretrained(folder)
+        if not self.dp.fsdp:
+            torch.save(self.state_dict(), folder / "trainer.pt")
+
+    def load(self, folder: Path) -> None:
+        """Resume from what `save` wrote (the weights themselves came with the model folder or
+        the adapters), then hand the rollout engines the restored weights: an engine holding
+        its own copy (vLLM) was built before they were loaded."""
+        if (folder / SHARDED_FOLDER).is_dir():
+            load_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
+        else:
+            self.load_state_dict(torch.load(folder / "trainer.pt", weights_only=False))
+        self.engine.sync_weights(self.model)
+        if self.teacher_engine is not None:
+            self.teacher_engine.sync_weights(self.teacher)

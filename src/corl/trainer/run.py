@@ -1,0 +1,231 @@
+"""A training run around the loop: setup, then validation, checkpoints and preemption at
+their cadence around `step` (the loop itself, Algorithm 1, is `corl.trainer.loop`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from corl.checkpoint import checkpoint_step, latest_checkpoint, load_loop_state, save_checkpoint, set_rng_state, verify_checkpoint
+from corl.checkpoint_sharded import agreed_checkpoint
+from corl.config import RunConfig, dump_config
+from corl.data import Problem
+from corl.health import CollapseMonitor, HealthError, check_weight_growth, check_weights, nonfinite, stop_or_warn
+from corl.labels import build_label_source, label_source_spec
+from corl.models import resolve_device
+from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
+from corl.rewards import weighted_reward
+from corl.rollout import Rollout, SamplingParams
+from corl.run_folder import RunEntry, enter_run_folder, write_record
+from corl.tasks import task_spec
+from corl.tracking import MetricsLog
+from corl.tracking_wandb import wandb_mirrors
+from corl.trainer.agent import Agent
+from corl.trainer.setup import build_agent, check_disk, load_eval_data, load_train_data, preflight, sampling_seed
+from corl.trainer.update import UpdateStats
+from corl.trainer.validation import validate
+
+
+class Preempted(Exception):
+    """The run was asked to stop (SIGTERM) and saved a checkpoint after `steps_done` steps."""
+
+    exit_code = 143  # 128 + SIGTERM, as a process stopped by it; documented in docs/failures.md
+
+    def __init__(self, steps_done: int, checkpoint: Path):
+        super().__init__(
+            f"preempted (SIGTERM) after step {steps_done - 1}: checkpoint {checkpoint} written; "
+            f"continue with corl train --resume {checkpoint.parent.parent} (or resume: auto)"
+        )
+        self.steps_done = steps_done
+        self.checkpoint = checkpoint
+
+
+class Run:
+    """Owns a run: its (local) agents, data, label source, logs and checkpoints. Subclasses
+    define `step(step) -> metrics` (`corl.trainer.CohortTrainer`: Algorithm 1)."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: str | Path | None = None,
+        resume: bool = False,
+        placement: Placement | None = None,
+        exchange: Exchange | None = None,
+        device: torch.device | None = None,
+        data_parallel: DataParallel | None = None,
+        entry: RunEntry | None = None,
+    ):
+        """`resume`: continue the run in `run_dir` from its last checkpoint (--resume); `entry`:
+        how to enter the run folder, when the caller decided it (`corl.run_folder`)."""
+        self.cfg = cfg
+        self.run_dir = Path(run_dir or cfg.output_dir)
+        self.placement = placement or Placement.single(len(cfg.agents))
+        self.exchange = exchange or LocalExchange()
+        torch.set_flush_denormal(True)  # denormals once made a CPU update 14x slower
+        torch.manual_seed(cfg.cohort.seed)
+        self.device = device or resolve_device(cfg.device)
+
+        self.train_data = load_train_data(cfg)
+        self.val_data = load_eval_data(cfg)
+        preflight(cfg, self.run_dir, len(self.train_data.problems))  # before any model loads
+
+        self.start_step = 0
+        self.loop_state: dict = {"first_reward_std": {}}
+        # a collective: every process continues from the same step, also on nodes without a shared disk
+        agreed = agreed_checkpoint(self.run_dir, self.exchange)
+        self.entry = entry or enter_run_folder(cfg, self.run_dir, resume=resume)
+        checkpoint = agreed if self.entry.checkpoint is not None else None
+        if checkpoint is not None:
+            verify_checkpoint(checkpoint, [cfg.agents[n].name for n in self.placement.agents])
+        self.agents: dict[int, Agent] = {
+            n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None, data_parallel)
+            for n in self.placement.agents
+        }
+        check_disk(cfg, self.run_dir, self.exchange, list(self.agents.values()), checkpoint)
+        if checkpoint is not None:
+            state = load_loop_state(checkpoint)
+            self.start_step = state["step"]
+            self.loop_state = state["loop"]
+            set_rng_state(state["rng"])
+            for agent in self.agents.values():
+                agent.load(checkpoint / agent.name)
+
+        # Only a source that declares reads_gold (GT-Reward) is handed the answer column.
+        self.label_spec = label_source_spec(cfg.cohort.label_source)
+        self.reward = weighted_reward(cfg.cohort.reward_terms())
+        self.task = task_spec(cfg.data.task)
+        self.label_source = build_label_source(
+            cfg.cohort.label_source,
+            min_agreement=cfg.cohort.min_agreement,
+            gold=self.train_data.gold if self.label_spec.reads_gold else None,
+            key=self.task.key,
+        )
+        self.params = SamplingParams(cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens)
+        self.names = [a.name for a in cfg.agents]
+        self.monitor = CollapseMonitor(self.names, cfg.health.collapse_steps, self.reward.binary, console=self.placement.is_main)
+        self.monitor.load_state_dict(self.loop_state.get("health", {}))
+        self.log = None
+        if self.placement.is_main:
+            self._open_run_folder()
+
+    def _open_run_folder(self) -> None:
+        """A new run writes its record (and config.yaml, for people); a resumed one keeps
+        both. Rows at and after the first step this run (re)does are dropped: -1, the
+        validation before step 0, when a run without a checkpoint starts again."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.entry.checkpoint is None:
+            write_record(self.run_dir, self.entry.record)
+            dump_config(self.cfg, self.run_dir / "config.yaml")
+        first = self.start_step if self.entry.checkpoint is not None else (-1 if self.entry.redo else None)
+        # a redone run continues its W&B run too: the steps it already sent are not sent again
+        continuing = self.entry.checkpoint is not None or self.entry.redo
+        mirrors = wandb_mirrors(self.cfg, self.run_dir, resumed=continuing)
+        self.log = MetricsLog(self.run_dir, self.cfg.logging.reports_to("tensorboard"), resume_step=first, mirrors=mirrors)
+
+    def step(self, step: int) -> dict[str, float]:
+        raise NotImplementedError
+
+    def _seed(self, step: int, n: int, dp_rank: int | None = None) -> int:
+        base = self.cfg.agents[n].seed if self.cfg.agents[n].seed is not None else self.cfg.cohort.seed
+        return sampling_seed(base, step, n, self.placement.dp_rank if dp_rank is None else dp_rank)
+
+    def _sample(self, step: int, agent: Agent, problems: list[Problem], k: int) -> Rollout:
+        try:
+            return agent.sample(problems, k, self.params)
+        except RuntimeError as err:  # torch.multinomial on NaN/inf probabilities: name who and when
+            if "inf" not in str(err) and "nan" not in str(err):
+                raise
+            check_weights(agent.model, f"step {step}: agent {agent.name!r}")
+            raise HealthError(
+                f"step {step}: agent {agent.name!r}: sampling failed on NaN/inf probabilities ({err}); its weights are finite "
+                "but too large (diverged: lower its lr). Resume from an earlier checkpoint"
+            ) from err
+
+    def _check_rewards(self, step: int, rewards: dict[int, torch.Tensor]) -> None:
+        """A NaN/inf reward: skip (the update sees a NaN advantage and skips its own step) or stop."""
+        stop = self.cfg.health.on_nonfinite == "stop"
+        for n, r in rewards.items():
+            if nonfinite(r):
+                bad = int((~torch.isfinite(r)).sum())
+                stop_or_warn(
+                    f"step {step}: agent {self.names[n]!r}: {bad} of {r.numel()} rewards are NaN/inf (cohort.reward {self.reward.name!r})",
+                    stop,
+                )
+
+    def _check_updates(self, step: int, rewards: dict[int, torch.Tensor], updates: dict[int, UpdateStats]) -> None:
+        """After the updates: a NaN/inf loss, non-finite weights, or weights that grew too fast."""
+        stop = self.cfg.health.on_nonfinite == "stop"
+        for n, agent in self.agents.items():
+            if updates[n].skipped_nonfinite and not nonfinite(rewards[n]):
+                stop_or_warn(f"step {step}: agent {self.names[n]!r}: the loss or gradient norm was NaN/inf", stop)
+            check_weights(agent.model, f"step {step}: agent {self.names[n]!r} after its update")
+            where = f"step {step}: agent {self.names[n]!r} (agents.{n}.lr {self.cfg.agents[n].lr:g})"
+            check_weight_growth(
+                updates[n].weight_norm, updates[n].weight_norm_ratio, self.cfg.health.max_weight_norm_ratio, where
+            )
+
+    def validate(self) -> dict[str, float]:
+        """Greedy accuracy of every agent on the held-out split, graded by the run's task kind
+        (`corl.trainer.validation`)."""
+        return validate(self)
+
+    def checkpoint(self, steps_done: int) -> Path | None:
+        """Every agent's dp-rank 0 writes its agent's folder (all its ranks take part: a sharded
+        model is gathered, and each rank writes its shards); the rank that commits checkpoints
+        on each disk (the main process on a shared one) writes the loop state."""
+        self.loop_state["health"] = self.monitor.state_dict()
+        return save_checkpoint(
+            self.run_dir,
+            steps_done,
+            list(self.agents.values()),
+            self.loop_state,
+            write_state=self.placement.commits_checkpoints,
+            barrier=self.exchange.barrier,
+            record=self.entry.record,
+        )
+
+    def train(
+        self, on_step: Callable[[int, dict], None] | None = None, should_stop: Callable[[], bool] | None = None
+    ) -> dict[str, float]:
+        """Run from the current step to cfg.cohort.steps; returns the last metrics.
+
+        `should_stop` is asked after every step (by every process: it must agree across them);
+        True saves a checkpoint and raises `Preempted`."""
+        cfg = self.cfg
+        last: dict[str, float] = {}
+        try:
+            if cfg.logging.eval_on_start and self.start_step == 0:
+                self._log(-1, self.validate(), kind="val")
+            for step in range(self.start_step, cfg.cohort.steps):
+                last = self.step(step)
+                self._log(step, last)
+                done = step + 1
+                if cfg.logging.eval_every and done % cfg.logging.eval_every == 0 and done < cfg.cohort.steps:
+                    self._log(step, self.validate(), kind="val")
+                if cfg.logging.checkpoint_every and done % cfg.logging.checkpoint_every == 0 and done < cfg.cohort.steps:
+                    self.checkpoint(done)
+                if on_step is not None:
+                    on_step(step, last)
+                if should_stop is not None and done < cfg.cohort.steps and should_stop():
+                    saved = latest_checkpoint(self.run_dir)
+                    if saved is None or checkpoint_step(saved) != done:
+                        saved = self.checkpoint(done)
+                    raise Preempted(done, saved)
+            if self.start_step < cfg.cohort.steps or latest_checkpoint(self.run_dir) is None:
+                final_val = self.validate()
+                if final_val:
+                    self._log(cfg.cohort.steps - 1, final_val, kind="val")
+                    last.update(final_val)
+                self.checkpoint(cfg.cohort.steps)
+        finally:
+            if self.log is not None:
+                self.log.close()
+            for agent in self.agents.values():
+                agent.close()
+        return last
+
+    def _log(self, step: int, metrics: dict, kind: str = "train") -> None:
+        if self.log is not None and metrics:
+            self.log.log(step, metrics, kind)
