@@ -103,7 +103,8 @@ def test_eval_cli_scores_checkpoints_and_pools_votes(tiny_models, tiny_data):
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert set(out["models"]) == set(models) and out["n"] == 12
+    # rows are named by labels that tell them apart (issue 29), each with the path it came from
+    assert set(out["sources"].values()) == set(models) and set(out["models"]) == set(out["sources"]) and out["n"] == 12
     for entry in out["models"].values():
         assert 0 <= entry["avg@3"] <= entry["pass@3"] <= 1
         assert set(entry["greedy_by_type"]) <= {"arith", "linear", "mod", "digitsum"}

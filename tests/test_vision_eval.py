@@ -136,6 +136,6 @@ def test_corl_eval_reads_a_vision_dataset_and_shows_the_images(tmp_path, vl_chec
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
-    assert results["n"] == 2 and str(vl_checkpoint) in results["models"]
+    assert results["n"] == 2 and list(results["sources"].values()) == [str(vl_checkpoint)]  # rows are named by label
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     assert [r["gold"] for r in rows] == ["D", "17"] and all(len(r["samples"]) == 2 for r in rows)
