@@ -269,3 +269,28 @@ def test_symbolic_check_meets_deadline_off_the_main_thread():
     worker.join(timeout=60)
     assert results["ok"] is True
     assert results["late"] is False  # true, but not within its deadline: answered False, not raised
+
+
+HEDGES = [
+    r"The answer is \boxed{7 or 8}",  # two answers in one box
+    r"\boxed{7}\boxed{8}",  # one box per candidate
+    r"\boxed{7, 8}",
+    r"\boxed{\{1,2,3,4,5,6,7,8,9\}}",  # a set that holds the answer
+    r"\boxed{[0, 100]}",  # an interval that holds it
+    r"\boxed{6 \le x \le 8}",
+    r"\boxed{\pm 7}",
+    r"\boxed{7=8}",
+    r"\boxed{x}",  # a free symbol, equal to nothing
+    r"\boxed{}",
+]
+
+
+@pytest.mark.parametrize("completion", HEDGES)
+def test_a_hedged_answer_earns_nothing_from_gold_or_a_peers_label(completion):
+    """What a policy would try instead of solving: several answers at once, a range, a blank.
+    None equals the gold answer 7, nor the peer's majority answer 7 by its vote key."""
+    from corl.answers import answer_key, extract_answer, is_equivalent
+
+    answer = extract_answer(completion)
+    assert answer is None or not is_equivalent(answer, "7")
+    assert answer is None or answer_key(answer) != answer_key("7")
