@@ -25,7 +25,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from corl.config import RunConfig, load_config
-from corl.labels import label_source_spec
+from corl.labels import LabelContext, label_source_spec
 from corl.rewards import reward_spec
 from corl.tracking import read_metrics
 
@@ -64,12 +64,17 @@ def hub_id(name: str | None) -> str | None:
     return None
 
 
+def _label_context(cfg: RunConfig) -> LabelContext:
+    """What a topology set by the config reads (`star`'s cohort.teacher)."""
+    return LabelContext(seed=cfg.cohort.seed, teacher=cfg.cohort.teacher)
+
+
 def teachers_text(cfg: RunConfig, index: int) -> str:
     """Who labels agent `index`'s samples, in words (the label source's topology)."""
     spec = label_source_spec(cfg.cohort.label_source)
-    if spec.teachers is None:
+    teachers = spec.teachers_of(index, len(cfg.agents), _label_context(cfg))
+    if teachers is None:
         return spec.description
-    teachers = spec.teachers(index, len(cfg.agents))
     if not teachers:
         return "no agent: " + spec.description
     if teachers == (index,):
@@ -162,10 +167,10 @@ def _cohort(cfg: RunConfig, index: int) -> str:
     spec = label_source_spec(cfg.cohort.label_source)
     lines = ["## Cohort", "", "| agent | base model | taught by | learning rate |", "|---|---|---|---|"]
     for n, agent in enumerate(cfg.agents):
-        if spec.teachers is None:
+        teachers = spec.teachers_of(n, len(cfg.agents), _label_context(cfg))
+        if teachers is None:
             taught = spec.name
         else:
-            teachers = spec.teachers(n, len(cfg.agents))
             taught = ", ".join("itself" if t == n else cfg.agents[t].name for t in teachers) or "dataset answers"
         me = " (this model)" if n == index else ""
         lines.append(f"| {agent.name}{me} | `{agent.model}` | {taught} | {agent.lr:g} |")

@@ -82,6 +82,16 @@ class RunConfig(_Strict):
         task = task_spec(self.data.task)
         if task.check_config is not None:
             task.check_config(self)  # what this task kind cannot train (code: a gold-answer label source)
+        from corl.rewards import reward_spec
+
+        for name, _ in self.cohort.reward_terms():
+            if reward_spec(name).check_config is not None:
+                reward_spec(name).check_config(self)  # e.g. confidence: advantages must not be divided by the group std
+        if not 0 <= self.cohort.teacher < len(self.agents):
+            raise ValueError(
+                f"cohort.teacher {self.cohort.teacher} is not an agent: the cohort has {len(self.agents)} agents, "
+                f"numbered 0 to {len(self.agents) - 1} in the order of agents:"
+            )
         if spec.reads_gold and not self.data.answer_field:
             raise ValueError(f"cohort.label_source {spec.name!r} needs data.answer_field")
         if spec.needs_teacher and (self.compute.lora is not None or self.distributed.fsdp):

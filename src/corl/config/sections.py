@@ -124,12 +124,15 @@ class CohortConfig(_Strict):
     label_source: str = Field(
         "peer",
         description="A registered label source (corl.labels): peer = Co-RL ring (agent n taught by n-1); self = TTRL; "
-        "truth = GT-Reward; ema = Co-rewarding-II (majority of an EMA copy of the agent).",
+        "truth = GT-Reward; ema = Co-rewarding-II (majority of an EMA copy of the agent); random = control (one of "
+        "agent n-1's answers drawn uniformly); ring2, pooled, star = topologies for 3+ agents.",
     )
     reward: str = Field(
         "agreement",
         description="A registered reward (corl.rewards): agreement = 1 if the answer matches the label; entropy = RENT "
-        "(minus mean token entropy, arXiv:2505.22660); self_certainty = Intuitor (mean KL(U || p), arXiv:2505.19590). "
+        "(minus mean token entropy, arXiv:2505.22660); self_certainty = Intuitor (mean KL(U || p), arXiv:2505.19590); "
+        "confidence = agreement x the label's vote share (needs grpo.scale_rewards: none); vote_share = the share of "
+        "the teacher's samples that give the completion's answer. "
         "The intrinsic rewards ignore labels (still computed for the diagnostics).",
     )
 
@@ -167,6 +170,9 @@ class CohortConfig(_Strict):
         return _registered("corl.rewards", "REWARDS", name)
 
     ema_momentum: float = Field(0.99, gt=0, lt=1, description="EMA teacher momentum for label_source 'ema'.")
+    teacher: int = Field(
+        0, ge=0, description="label_source 'star': the agent (its index in agents) that teaches every other agent."
+    )
     samples_per_prompt: int = Field(8, ge=1, description="K completions per prompt and agent (at least 2).")
 
     @field_validator("samples_per_prompt")

@@ -5,7 +5,7 @@ Label sources are registered by name with a spec of what they need
 imported below (or named in the config's `plugins`).
 """
 
-from corl.labels import ring2, sources  # noqa: F401  (register the built-in label sources)
+from corl.labels import pooled, random_label, ring2, sources, star  # noqa: F401  (register the built-in label sources)
 from corl.labels.registry import (
     LABEL_SOURCES,
     LabelContext,

@@ -56,7 +56,10 @@ def truth_labels(table: AnswersTable, gold: Mapping[str, str | None], key: Calla
     votes: list[Vote | None] = []
     for pid in table.prompt_ids:
         answer = gold.get(pid)
-        votes.append(None if answer is None or answer == "" else Vote(key=key(answer), answer=answer, count=1, total=1))
+        if answer is None or answer == "":
+            votes.append(None)
+        else:  # one voter, the dataset: its whole vote is the answer (a vote_share reward is then agreement)
+            votes.append(Vote(key=key(answer), answer=answer, count=1, total=1, shares=((key(answer), answer, 1),)))
     return [list(votes) for _ in range(table.num_agents)]
 
 

@@ -14,6 +14,9 @@ class Vote:
     answer: str  # the winning answer as first written by a voter
     count: int  # votes for the winner
     total: int  # voters, parseable or not (K)
+    # the whole vote: (key, answer as first written, votes) of every key, in first-seen order;
+    # () where a source does not say (a reward then knows only the winner's count)
+    shares: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def agreement(self) -> float:
@@ -44,8 +47,13 @@ def majority_vote(keys: Sequence[str | None], answers: Sequence[str | None] | No
     if not counts:
         return None
     winner = max(counts, key=lambda k: (counts[k], -first[k]))
-    spelled = answers[first[winner]] if answers is not None else winner
-    return Vote(key=winner, answer=spelled if spelled is not None else winner, count=counts[winner], total=len(keys))
+
+    def spelled(key: str) -> str:
+        written = answers[first[key]] if answers is not None else None
+        return written if written is not None else key
+
+    shares = tuple((key, spelled(key), counts[key]) for key in counts)  # dicts keep first-seen order
+    return Vote(key=winner, answer=spelled(winner), count=counts[winner], total=len(keys), shares=shares)
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,7 @@ class AnswersTable:
     teacher_answers: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
     teacher_keys: tuple[tuple[tuple[str | None, ...], ...], ...] | None = None  # [N][B][K]
     samples: tuple[tuple[tuple[SampleInfo, ...], ...], ...] | None = None  # [N][B][K]; None where not recorded
+    step: int = 0  # the loop's step: a source that draws (`random`) seeds from it, so a resumed run redraws the same
 
     @property
     def num_agents(self) -> int:

@@ -4,7 +4,7 @@ A new reward is a module that calls `register_reward(RewardSpec(...))`, imported
 (or named in the config's `plugins`).
 """
 
-from corl.rewards import tests_pass  # noqa: F401  (registers "tests")
+from corl.rewards import confidence, tests_pass, vote_share  # noqa: F401  (register "confidence", "tests", "vote_share")
 from corl.rewards.agreement import Equivalence, agreement_rewards
 from corl.rewards.intrinsic import (
     entropy_rewards,

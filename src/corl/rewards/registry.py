@@ -43,6 +43,8 @@ class RewardSpec:
     from_logits: Callable | None = None
     from_gold: Callable | None = None
     from_samples: Callable[[RewardInputs], torch.Tensor] | None = None
+    # a RunConfig this reward cannot train as meant -> ValueError naming the option to change
+    check_config: Callable | None = None
 
     def __post_init__(self) -> None:
         if sum(f is not None for f in (self.from_labels, self.from_logits, self.from_gold, self.from_samples)) != 1:

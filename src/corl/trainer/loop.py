@@ -61,7 +61,7 @@ class CohortTrainer(Run):
 
         # 3. the answers table: one frozen snapshot of every agent, gathered from every process
         rows = assemble(self.exchange.all_gather(shard), n_agents, len(batch), "answers table")
-        table = answers_table(tuple(p.id for p in batch), rows, self.label_spec.needs_teacher)
+        table = answers_table(tuple(p.id for p in batch), rows, self.label_spec.needs_teacher, step=step)
 
         # 4. labels from the snapshot alone: no agent has updated yet
         labels = self.label_source(table)

@@ -101,6 +101,8 @@ class Run:
             min_agreement=cfg.cohort.min_agreement,
             gold=self.train_data.gold if self.label_spec.reads_gold else None,
             key=self.task.key,
+            seed=cfg.cohort.seed,
+            teacher=cfg.cohort.teacher,
         )
         self.params = SamplingParams(cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens)
         self.names = [a.name for a in cfg.agents]

@@ -44,8 +44,10 @@ def assemble(shards: list[dict[int, AgentShard]], num_agents: int, batch_size: i
     return out
 
 
-def answers_table(prompt_ids: tuple[str, ...], rows: list[list[PromptAnswers]], with_teacher: bool) -> AnswersTable:
-    """[N][B] per-prompt answers -> the step's answers table."""
+def answers_table(
+    prompt_ids: tuple[str, ...], rows: list[list[PromptAnswers]], with_teacher: bool, step: int = 0
+) -> AnswersTable:
+    """[N][B] per-prompt answers of step `step` -> the step's answers table."""
 
     def grid(field: str) -> tuple:
         return tuple(tuple(getattr(r, field) for r in agent_rows) for agent_rows in rows)
@@ -57,6 +59,7 @@ def answers_table(prompt_ids: tuple[str, ...], rows: list[list[PromptAnswers]], 
         teacher_answers=grid("teacher_answers") if with_teacher else None,
         teacher_keys=grid("teacher_keys") if with_teacher else None,
         samples=grid("samples"),
+        step=step,
     )
 
 
