@@ -80,9 +80,9 @@ def teachers_text(cfg: RunConfig, index: int) -> str:
     if teachers == (index,):
         if spec.needs_teacher:
             return f"its own EMA copy (momentum {cfg.cohort.ema_momentum}): the copy's majority answer is its label"
-        return "itself: its own majority answer is its label"
+        return f"itself: its own {spec.rule} is its label"
     names = " and ".join(f"`{cfg.agents[t].name}`" for t in teachers)
-    return f"{names}: {'their pooled' if len(teachers) > 1 else 'its'} majority answer is this agent's label"
+    return f"{names}: {'their pooled' if len(teachers) > 1 else 'its'} {spec.rule} is this agent's label"
 
 
 def method_name(cfg: RunConfig) -> str:

@@ -75,5 +75,6 @@ register_label_source(
         "random-label control: agent n's label is one of agent n-1's answers drawn uniformly, not voted "
         "(with one agent, one of its own)",
         teachers=lambda n, size: (random_teacher(n, size),),
+        rule="answer drawn uniformly from its samples (not voted)",
     )
 )

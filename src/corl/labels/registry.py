@@ -41,6 +41,7 @@ class LabelSourceSpec:
     # takes teachers(n, N, context); callers ask `teachers_of`, which handles both.
     teachers: Callable[..., tuple[int, ...]] | None = None
     teachers_read_context: bool = False
+    rule: str = "majority answer"  # what of the teachers' answers is the label, in words (model cards)
 
     def teachers_of(self, agent: int, num_agents: int, context: LabelContext | None = None) -> tuple[int, ...] | None:
         """Agent indices whose answers label `agent` (None when the source does not declare them)."""

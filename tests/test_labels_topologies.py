@@ -1,0 +1,89 @@
+"""`pooled` and `star`, by hand for N = 3 and N = 4 (ties by majority_vote's first-seen rule),
+and the whole vote each label carries (`Vote.shares`)."""
+
+import pytest
+
+from corl.config import ConfigError, validate_config
+from corl.labels import AnswersTable, build_label_source, label_source_spec, majority_vote
+from corl.model_card import teachers_text
+
+
+def table(*agents):
+    """agents[n][b] = agent n's K answers for prompt b (answers double as their keys)."""
+    answers = tuple(tuple(tuple(group) for group in agent) for agent in agents)
+    return AnswersTable(prompt_ids=tuple(f"p{b}" for b in range(len(agents[0]))), answers=answers, keys=answers)
+
+
+THREE = table([["1", "1", "2"]], [["2", "2", "3"]], [["3", "1", None]])
+FOUR = table([["5", "5"]], [["6", "7"]], [["7", "6"]], [[None, "8"]])
+
+
+def summary(labels):
+    return [(v.key, v.count, v.total) if v is not None else None for v in (row[0] for row in labels)]
+
+
+def test_majority_vote_records_the_whole_vote_in_first_seen_order():
+    vote = majority_vote(["b", None, "a", "b", "c"], ["B", None, "A", "b", "C"])
+    # counts b 2, a 1, c 1; each key spelled as first written
+    assert vote.shares == (("b", "B", 2), ("a", "A", 1), ("c", "C", 1))
+    assert (vote.key, vote.answer, vote.count, vote.total) == ("b", "B", 2, 5)
+
+
+def test_pooled_three_agents():
+    # agent 0 <- 1, 2: [2, 2, 3] + [3, 1, -] -> 2: 2, 3: 2, 1: 1; tie 2 / 3, "2" seen first
+    # agent 1 <- 0, 2: [1, 1, 2] + [3, 1, -] -> 1: 3
+    # agent 2 <- 0, 1: [1, 1, 2] + [2, 2, 3] -> 1: 2, 2: 3
+    labels = build_label_source("pooled")(THREE)
+    assert summary(labels) == [("2", 2, 6), ("1", 3, 6), ("2", 3, 6)]
+    assert labels[0][0].shares == (("2", "2", 2), ("3", "3", 2), ("1", "1", 1))
+
+
+def test_pooled_four_agents_with_ties_and_threshold():
+    # agent 0 <- 1, 2, 3: [6, 7, 7, 6, -, 8] -> 6: 2, 7: 2, 8: 1; tie, "6" first
+    # agent 1 <- 0, 2, 3: [5, 5, 7, 6, -, 8] -> 5: 2
+    # agent 2 <- 0, 1, 3: [5, 5, 6, 7, -, 8] -> 5: 2
+    # agent 3 <- 0, 1, 2: [5, 5, 6, 7, 7, 6] -> 5, 6, 7 tie at 2; "5" first. Its own "8" never counts.
+    assert summary(build_label_source("pooled")(FOUR)) == [("6", 2, 6), ("5", 2, 6), ("5", 2, 6), ("5", 2, 6)]
+    # every winner has 2 of 6 = 0.333 of the votes: min_agreement 0.4 leaves all unlabeled
+    assert summary(build_label_source("pooled", min_agreement=0.4)(FOUR)) == [None] * 4
+
+
+def test_star_three_agents_default_teacher():
+    # teacher 0's majority [1, 1, 2] -> "1" 2 of 3 labels agents 1 and 2;
+    # agent 0 <- pooled 1, 2: [2, 2, 3, 3, 1, -] -> tie 2 / 3, "2" first, 2 of 6
+    assert summary(build_label_source("star")(THREE)) == [("2", 2, 6), ("1", 2, 3), ("1", 2, 3)]
+
+
+def test_star_four_agents_teacher_two():
+    # teacher 2's [7, 6]: tie, "7" first, 1 of 2, labels agents 0, 1 and 3;
+    # agent 2 <- pooled 0, 1, 3: [5, 5, 6, 7, -, 8] -> "5" 2 of 6
+    assert summary(build_label_source("star", teacher=2)(FOUR)) == [("7", 1, 2), ("7", 1, 2), ("5", 2, 6), ("7", 1, 2)]
+    spec = label_source_spec("star")
+    from corl.labels import LabelContext
+
+    assert [spec.teachers_of(n, 4, LabelContext(teacher=2)) for n in range(4)] == [(2,), (2,), (0, 1, 3), (2,)]
+    assert [label_source_spec("pooled").teachers_of(n, 3) for n in range(3)] == [(1, 2), (0, 2), (0, 1)]
+
+
+def raw(agents, **cohort):
+    return {
+        "agents": [{"name": f"a{i}", "model": "m"} for i in range(agents)],
+        "data": {"train": "t.jsonl"},
+        "cohort": cohort,
+    }
+
+
+@pytest.mark.parametrize("source", ["pooled", "star"])
+def test_need_three_agents(source):
+    with pytest.raises(ConfigError, match=f"cohort.label_source '{source}' needs at least 3 agents"):
+        validate_config(raw(2, label_source=source))
+    with pytest.raises(ValueError, match="at least 3 agents"):
+        build_label_source(source)(table([["1"]], [["2"]]))
+
+
+def test_the_teacher_must_be_an_agent_and_the_card_names_it():
+    with pytest.raises(ConfigError, match=r"cohort.teacher 3 is not an agent: the cohort has 3 agents, numbered 0 to 2"):
+        validate_config(raw(3, label_source="star", teacher=3))
+    cfg = validate_config(raw(3, label_source="star", teacher=1))
+    assert teachers_text(cfg, 0).startswith("`a1`: its majority answer")
+    assert teachers_text(cfg, 1).startswith("`a0` and `a2`: their pooled majority answer")
