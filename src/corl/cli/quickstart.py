@@ -13,7 +13,9 @@ from rich.markup import escape  # messages carry user text: "corl[vllm]", "runs[
 def quickstart(
     out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where the runs, results.json and report.md go."),
     methods: str = typer.Option(
-        "base,ttrl,co-rl,gt", help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, co-rewarding-ii, co-rl-same-family."
+        "base,ttrl,co-rl,gt",
+        help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, co-rewarding-ii, co-rl-same-family, random-label, "
+        "co-rl-confidence, co-rl-soft, co-rl-pooled (3 agents).",
     ),
     families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.studies.tiny.families)."),
     agents: int | None = typer.Option(
@@ -72,6 +74,14 @@ def quickstart(
     if len(opts.families) < 2 and any(m.startswith("co-rl") and m != "co-rl-same-family" for m in opts.methods):
         console.print("[red]error:[/red] co-rl needs at least 2 families")
         raise typer.Exit(2)
+    from corl.labels import label_source_spec
+
+    for m in opts.methods:  # a topology for larger cohorts (co-rl-pooled: 3 agents)
+        spec = METHODS[m]
+        if spec is not None and spec.together and label_source_spec(spec.label_source).min_agents > len(opts.families):
+            need = label_source_spec(spec.label_source).min_agents
+            console.print(f"[red]error:[/red] {m} needs at least {need} agents: add --agents {need} (or more --families)")
+            raise typer.Exit(2)
     # With --json, stdout carries the JSON object alone: progress goes to stderr.
     redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     with redirect:

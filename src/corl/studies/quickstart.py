@@ -50,6 +50,7 @@ class Method:
     reward: str = "agreement"
     together: bool = False  # True: the whole cohort in one run (Co-RL); False: each agent alone
     same_family: bool = False  # True: the cohort is seed-only copies of the first family
+    grpo: tuple[tuple[str, object], ...] = ()  # grpo settings the method needs (confidence: unscaled advantages)
 
 
 METHODS: dict[str, Method | None] = {
@@ -61,6 +62,10 @@ METHODS: dict[str, Method | None] = {
     "intuitor": Method("self", reward="self_certainty"),
     "co-rewarding-ii": Method("ema"),
     "co-rl-same-family": Method("peer", together=True, same_family=True),
+    "random-label": Method("random", together=True),  # control: a teacher's answer drawn at random, not voted
+    "co-rl-confidence": Method("peer", reward="confidence", together=True, grpo=(("scale_rewards", "none"),)),
+    "co-rl-soft": Method("peer", reward="vote_share", together=True),
+    "co-rl-pooled": Method("pooled", together=True),  # --agents 3 (or more)
 }
 DEFAULT_METHODS = ("base", "ttrl", "co-rl", "gt")
 ESSENTIAL = ("base", "ttrl", "co-rl")  # always run; the others only if predicted to fit the time budget
@@ -283,6 +288,7 @@ def run_config(
             "min_agreement": opts.min_agreement,
         },
         "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": opts.progress},
+        "grpo": dict(spec.grpo),
     }
 
 

@@ -1,0 +1,57 @@
+"""Every label source and reward of issue 27 trains with `corl train`, run as a user would
+(a subprocess, tiny models, one small step); a confidence reward the group std would cancel is
+refused before any model loads (exit code 2, naming the option)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import tiny_config
+from corl.tracking import read_metrics
+
+CASES = {
+    "random": (2, {"label_source": "random"}, {}),
+    "random-self": (1, {"label_source": "random"}, {}),
+    "pooled": (3, {"label_source": "pooled"}, {}),
+    "star": (3, {"label_source": "star", "teacher": 1}, {}),
+    "confidence": (2, {"reward": "confidence"}, {"scale_rewards": "none"}),
+    "vote_share": (2, {"reward": "vote_share"}, {}),
+}
+
+SMALL = {"steps": 1, "prompts_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8}
+
+
+def corl_train(tmp_path, raw) -> subprocess.CompletedProcess:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(
+        [sys.executable, "-m", "corl", "train", str(path)], env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_corl_train_runs_each_new_option(tmp_path, tiny_models, tiny_data, case):
+    agents, cohort, grpo = CASES[case]
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, agents=agents, cohort={**cohort, **SMALL}, grpo=grpo)
+    raw["logging"]["tensorboard"] = False
+    raw["data"]["val"] = None
+    done = corl_train(tmp_path, raw)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = read_metrics(tmp_path / "run", "train")
+    assert [r["step"] for r in records] == [0]
+    for agent in raw["agents"]:
+        name = agent["name"]
+        assert all(0.0 <= r[f"{name}/reward_mean"] <= 1.0 for r in records)
+        assert all(0.0 <= r[f"{name}/labeled_fraction"] <= 1.0 for r in records)
+    assert (tmp_path / "run" / "checkpoints" / "step_000001" / raw["agents"][0]["name"]).is_dir()
+
+
+def test_confidence_with_the_group_std_is_refused(tmp_path, tiny_models, tiny_data):
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"reward": "confidence"})
+    done = corl_train(tmp_path, raw)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "set grpo.scale_rewards: none" in done.stdout + done.stderr
