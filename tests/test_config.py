@@ -41,7 +41,7 @@ def test_overrides_set_nested_and_list_values(tmp_path):
         ("cohort.samples_per_prompt=0", "cohort.samples_per_prompt: Input should be greater than or equal to 1 (got 0)"),
         (
             "cohort.label_source=oracle",
-            "cohort.label_source: label source 'oracle' is not registered; choose one of: ema, peer, pooled, random, ring2, self, star, truth",
+            "cohort.label_source: label source 'oracle' is not registered; choose one of: ",  # the registry's names (a test's plugin may add one)
         ),
         ("grpo.loss_aggregation=mean", "grpo.loss_aggregation"),
         ("grpo.betta=0.1", "grpo.betta: unknown key"),
