@@ -55,3 +55,27 @@ def test_confidence_with_the_group_std_is_refused(tmp_path, tiny_models, tiny_da
     done = corl_train(tmp_path, raw)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "set grpo.scale_rewards: none" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("method", "agents"), [("random-label", 2), ("co-rl-confidence", 2), ("co-rl-soft", 2), ("co-rl-pooled", 3)]
+)
+def test_quickstart_methods_make_valid_configs(tmp_path, method, agents):
+    from pathlib import Path
+
+    from corl.config import validate_config
+    from corl.studies.quickstart import METHODS, QuickstartOptions, run_config
+
+    spec = METHODS[method]
+    group = [(f"a{i}", Path(f"/models/m{i}"), i) for i in range(agents)]
+    cfg = validate_config(run_config(method, spec, group, QuickstartOptions(out=tmp_path), 0, tmp_path / method))
+    assert (cfg.cohort.label_source, cfg.cohort.reward) == (spec.label_source, spec.reward)
+    assert cfg.grpo.scale_rewards == ("none" if method == "co-rl-confidence" else "group")
+
+
+def test_quickstart_refuses_pooled_with_two_agents(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    args = [sys.executable, "-m", "corl", "quickstart", "--methods", "base,co-rl-pooled", "--out", str(tmp_path)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "co-rl-pooled needs at least 3 agents: add --agents 3" in " ".join((done.stdout + done.stderr).split())
