@@ -6,10 +6,12 @@ import json
 import math
 
 import pytest
+import yaml
 
 from corl.studies.diversity import (
     Contingency,
     StudySettings,
+    agents_yaml,
     cohens_kappa,
     complementarity,
     contingency,
@@ -19,6 +21,7 @@ from corl.studies.diversity import (
     parse_filter,
     pearson,
     rank_partners,
+    recommend_cohort,
     select_problems,
     wrong_agreement,
 )
@@ -291,6 +294,41 @@ def test_recommendation_flags_degenerate_and_constant_pairs():
 # --------------------------------------------------------------------------------------
 
 
+def _candidates(vectors: dict[str, list[int]]) -> list:
+    names = list(vectors)
+    return [
+        pair_stats(a, b, vectors[a], vectors[b], [None] * len(vectors[a]), [None] * len(vectors[b]))
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    ]
+
+
+def test_recommended_cohort_by_hand():
+    # A = C (kappa 1, u 2/4: score -0.5); A-B and B-C: one of each cell, p_o = p_e = 0.5, kappa 0, u 3/4: score 0.75
+    three = {"A": [1, 1, 0, 0], "B": [1, 0, 1, 0], "C": [1, 1, 0, 0]}
+    found = recommend_cohort(_candidates(three), list(three))
+    assert found["pair"]["members"] == ["A", "B"]  # ties with B-C on score and kappa: the candidates' order
+    assert found["pair"]["score"] == pytest.approx(0.75)
+    ring = found["ring"]  # the one ring of three: edges C->A, A->B, B->C
+    assert found["recommended"] is ring and ring["members"] == ["A", "B", "C"]
+    assert [(e["teacher"], e["student"]) for e in ring["edges"]] == [("C", "A"), ("A", "B"), ("B", "C")]
+    assert ring["kappa"] == pytest.approx(1 / 3) and ring["u"] == pytest.approx(2 / 3)  # (1+0+0)/3, (.5+.75+.75)/3
+    assert ring["score"] == pytest.approx(1 / 3)
+
+
+def test_recommended_ring_keeps_alike_candidates_apart():
+    # D = [0,0,0,1] with A, B or C: cells 0/2/1/1, p_o 1/4, p_e 1/2, kappa -1/2, u 3/4: score 1.25 (the best pairs)
+    four = {"A": [1, 1, 0, 0], "B": [1, 0, 1, 0], "C": [1, 1, 0, 0], "D": [0, 0, 0, 1]}
+    found = recommend_cohort(_candidates(four), list(four))
+    assert found["pair"]["members"] == ["A", "D"] and found["pair"]["score"] == pytest.approx(1.25)
+    # rings: A-B-C-D (edges DA 1.25, AB .75, BC .75, CD 1.25: mean 1.0) beats A-B-D-C and A-C-B-D
+    # (each with the A-C edge, -0.5: (-.5 + .75 + 1.25 + 1.25) / 4 = 0.6875)
+    assert found["ring"]["members"] == ["A", "B", "C", "D"] and found["ring"]["score"] == pytest.approx(1.0)
+    agents = yaml.safe_load(agents_yaml(found["recommended"]))["agents"]
+    assert [a["model"] for a in agents] == ["A", "B", "C", "D"] and len({a["name"] for a in agents}) == 4
+    assert recommend_cohort(_candidates({"A": [1, 0], "B": [0, 1]}), ["A", "B"])["ring"] is None  # a pair only
+
+
 def test_parse_filter():
     assert parse_filter("level=3,4,5") == ("level", ("3", "4", "5"))
     assert parse_filter(" subject = Algebra ") == ("subject", ("Algebra",))
@@ -427,6 +465,12 @@ def test_cli_end_to_end_with_cache(tiny_study, monkeypatch):
     assert [r["partner"] for r in report["anchor"]["ranking"]].count(f"{m_llama} (seed 1)") == 1
     assert len(report["anchor"]["ranking"]) == 3
     assert report["recommendation"]
+    # three candidates: the recommended cohort is their ring (seed twins are no candidates), as a config block
+    cohort = report["cohort"]
+    assert cohort["recommended"]["kind"] == "ring" and sorted(cohort["recommended"]["members"]) == sorted(
+        [m_llama, m_qwen, m_gpt2]
+    )
+    assert [a["model"] for a in yaml.safe_load(cohort["agents_yaml"])["agents"]] == cohort["recommended"]["members"]
     assert (out / "kappa_heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "diversity.json").read_text()) == report
     assert len(list((out / "cache").glob("*.json"))) == 6
@@ -441,6 +485,7 @@ def test_cli_end_to_end_with_cache(tiny_study, monkeypatch):
     third = _invoke(["--models", m_llama, m_qwen, m_gpt2, *common, "--seed-pairs", "--anchor", m_llama])
     assert calls == []
     assert "recommendation" in third.stdout and "kappa" in third.stdout
+    assert "recommended cohort (ring" in third.stdout and "agents:" in third.stdout
     assert json.loads((out / "diversity.json").read_text())["pairs"] == report["pairs"]
 
 

@@ -27,6 +27,14 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
         for entry in method.values():
             assert 0.0 <= entry["greedy"]["mean"] <= 1.0
             assert set(entry["greedy_by_type"]) <= {"arith", "linear", "mod", "digitsum"}
+    # label-free runs: the last, the label-free-selected and the truth-selected checkpoint, side by side
+    for method in ("ttrl", "co-rl"):
+        for entry in out["methods"][method].values():
+            sel = entry["selection"]
+            assert set(sel) == {"last", "label_free", "truth"}
+            assert sel["last"]["steps"] == [2] and all(s in (1, 2) for rule in sel.values() for s in rule["steps"])
+            assert sel["last"]["mean"] == entry["greedy"]["mean"]
+    assert all("selection" not in entry for entry in out["methods"]["gt"].values())
     kinds = sorted(p["kind"] for p in out["diversity"])
     assert kinds == ["models", "seed", "seed"]
     assert all(-1.0 <= p["kappa"] <= 1.0 for p in out["diversity"])
@@ -57,6 +65,8 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     report = (tmp_path / "qs" / "report.md").read_text()
     assert "Table 1" in report and "kappa" in report and "Table 10" in report and "margin" in report
     assert "| sum llama-char+qwen2-bpe |" in report
+    assert "## Checkpoint selection without labels" in report and "| co-rl | llama-char |" in report
+    assert (run / "best" / "selection.json").is_file() and (run / "best-truth" / "state.json").is_file()
     assert f"Wall time: {out['wall_time_s']} s" in report and "at least 25% of" in report
     assert (tmp_path / "qs" / "dynamics.png").stat().st_size > 0
     assert (tmp_path / "qs" / "peer_signal.png").stat().st_size > 0

@@ -159,5 +159,23 @@ def _print_report(console, result) -> None:
     for note in report.get("notes", []):
         console.print(f"note: {note}", style="yellow")
     console.print(f"[bold]recommendation:[/bold] {escape(str(report['recommendation']))}")
+    _print_cohort(console, report["cohort"])
     console.print(f"reference: {report['reference']}", style="dim")
     console.print(f"wrote {result.json_path} and {result.heatmap_path}", style="dim")
+
+
+def _print_cohort(console, cohort) -> None:
+    """The recommended cohort as the `agents:` block of a run config (corl.studies.diversity.cohort)."""
+    if cohort is None:
+        return
+    best = cohort["recommended"]
+    edges = ", ".join(f"{e['teacher']} -> {e['student']}" for e in best["edges"])
+    console.print(
+        f"[bold]recommended cohort[/bold] ({best['kind']}, mean u - kappa {best['score']:.3f}: "
+        f"kappa {best['kappa']:.2f}, u {best['u']:.1%}; labels {escape(edges)}):"
+    )
+    console.print(cohort["agents_yaml"], markup=False, highlight=False, soft_wrap=True)
+    if cohort["ring"] is not None:
+        pair = cohort["pair"]
+        console.print(f"best pair: {' + '.join(pair['members'])} (u - kappa {pair['score']:.3f})", markup=False)
+    console.print(f"rule: {cohort['rule']}", style="dim")

@@ -90,10 +90,17 @@ def quickstart(
         print(json.dumps(results))
         return
     from corl.studies.claims import describe
+    from corl.studies.quickstart_selection import selection_table
     from corl.studies.report import diversity_table, ensembles_table, results_table
 
     # Markdown tables print as they are (a console would wrap them): they paste into notes.
     print(results_table(results), diversity_table(results["diversity"]), ensembles_table(results["ensembles"]), sep="\n\n")
+    if selected := selection_table(results):
+        print(
+            "\ncheckpoint selection (test accuracy %: last | label-free selected | truth selected, diagnostic)",
+            selected,
+            sep="\n",
+        )
     for claim in results["claims"]:
         print("- " + describe(claim).replace("**not reproduced**", "NOT reproduced"))
     print(f"\nwall time {results['wall_time_s']} s; report: {results['report']}")

@@ -91,6 +91,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
 # data, the update rule) would silently make the resumed run another experiment.
 RESUME_MAY_CHANGE = (
     "cohort.steps",
+    "cohort.stop.",
     "logging.",
     "suite.",
     "output_dir",

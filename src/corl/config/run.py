@@ -97,6 +97,13 @@ class RunConfig(_Strict):
         if spec.needs_teacher and (self.compute.lora is not None or self.distributed.fsdp):
             # the EMA teacher is a plain copy updated parameter by parameter from the policy
             raise ValueError(f"cohort.label_source {spec.name!r} does not work with compute.lora or distributed.fsdp yet")
+        selecting = [f"logging.select {r!r}" for r in {self.logging.select, *self.logging.select_also} - {"last"}]
+        if self.cohort.stop.rule != "none":
+            selecting.append(f"cohort.stop.rule {self.cohort.stop.rule!r}")
+        if selecting and not self.data.val:
+            raise ValueError(
+                f"{', '.join(sorted(selecting))} scores the validation points: set data.val (prompts; answers only for truth)"
+            )
         return self
 
     def prompt_field(self, agent: AgentConfig) -> str:

@@ -119,6 +119,24 @@ class LoggingConfig(_Strict):
         False, description="Also validate before the first step (logged at step -1): curves start at the base model."
     )
     checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only at the end).")
+    select: Literal["last", "label_free", "truth"] = Field(
+        "last",
+        description="Which validation point's checkpoint RUN/best/ holds: label_free = the best label-free score "
+        "(agreement of the agents' greedy answers; one agent: its majority share; never reads an answer), truth = "
+        "the best validation accuracy (a diagnostic: needs answers), last = no best/ folder. Ties go to the later "
+        "step; every point's scores are in RUN/selection.json (corl.trainer.selection).",
+    )
+    select_also: list[Literal["label_free", "truth"]] = Field(
+        default_factory=list,
+        description="Also keep RUN/best-<rule>/ for these rules (e.g. [truth] beside select: label_free, to compare).",
+    )
+    select_samples: int = Field(
+        4,
+        ge=2,
+        description="Completions sampled per validation prompt and agent (at cohort.temperature) for the majority "
+        "share, when label-free scores are computed (select, select_also or cohort.stop set): val_size x this many "
+        "sequences per agent and point.",
+    )
     tensorboard: bool = Field(True, description="Write TensorBoard events (when report_to is not given).")
     progress: bool = True
 

@@ -118,6 +118,21 @@ class RewardTerm(_Strict):
         return _registered("corl.rewards", "REWARDS", name)
 
 
+class StopConfig(_Strict):
+    """Early stopping at the validation points, from label-free signals only (corl.trainer.selection)."""
+
+    rule: Literal["none", "plateau", "collapse"] = Field(
+        "none",
+        description="plateau: the label-free score has not improved by more than min_delta for `patience` points; "
+        "collapse: the cohort's commonest greedy answer covers >= collapse_share of the validation prompts, or the "
+        "last steps' reward std is ~0 (<= 1e-3) while the label-free score is ~1 (>= 0.99): every sample the same answer. "
+        "The run writes its final checkpoint there, says why, and exits 0.",
+    )
+    patience: int = Field(3, ge=1, description="plateau: validation points without improvement before stopping.")
+    min_delta: float = Field(0.0, ge=0, description="plateau: an improvement must exceed this.")
+    collapse_share: float = Field(0.9, gt=0, le=1, description="collapse: share of prompts with the same greedy answer.")
+
+
 class CohortConfig(_Strict):
     """Algorithm 1's knobs: who labels whom, how much is sampled, for how long."""
 
@@ -202,6 +217,9 @@ class CohortConfig(_Strict):
     )
     min_agreement: float = Field(
         0.0, ge=0, le=1, description="A label needs at least this share of the teacher's K votes, else the prompt is unlabeled."
+    )
+    stop: StopConfig = Field(
+        StopConfig(), description="Stop early on a label-free plateau or collapse signal at the validation points."
     )
 
 

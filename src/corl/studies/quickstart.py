@@ -38,6 +38,7 @@ from corl.config import RolloutConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
 from corl.evaluate import accuracy_by_group, grade, sample_answers
 from corl.rollout import SamplingParams, build_engine
+from corl.studies.quickstart_selection import evaluate_selected, greedy_test_accuracy, selection_logging
 from corl.studies.quickstart_summary import summarize
 from corl.trainer import CohortTrainer
 
@@ -287,7 +288,8 @@ def run_config(
             "max_new_tokens": opts.max_new_tokens,
             "min_agreement": opts.min_agreement,
         },
-        "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": opts.progress},
+        "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": opts.progress}
+        | selection_logging(spec.label_source),
         "grpo": dict(spec.grpo),
     }
 
@@ -319,7 +321,18 @@ def train_method(
             results[agent.name] = evaluate_model(agent.model, agent.tokenizer, test, opts, seed=seed, processor=agent.processor)
             results[agent.name]["run_dir"] = str(run_dir)
             results[agent.name]["train_seconds"] = round(seconds / len(trainer.agents), 1)
+            results[agent.name]["selection"] = evaluate_selected(
+                run_dir, agent.name, results[agent.name]["greedy"], lambda folder: _folder_accuracy(folder, test, opts)
+            )
     return results
+
+
+def _folder_accuracy(folder: Path, test, opts: QuickstartOptions) -> float:
+    """Greedy test accuracy of a checkpoint's agent folder (a selected checkpoint)."""
+    from corl.models import load_agent_policy
+
+    model, tok, processor = load_agent_policy(str(folder))
+    return greedy_test_accuracy(model, tok, test, opts, processor, prompts_for)
 
 
 # -- the study ------------------------------------------------------------------------------------------

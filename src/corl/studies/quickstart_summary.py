@@ -8,6 +8,8 @@ import math
 import statistics
 from pathlib import Path
 
+from corl.studies.quickstart_selection import summarize_selection
+
 
 def _mean_std(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
@@ -32,6 +34,9 @@ def summarize(
                 "run_dirs": [r.get("run_dir") for r in runs if r.get("run_dir")],
                 "train_seconds": round(statistics.fmean(r.get("train_seconds", 0.0) for r in runs), 1),
             }
+            selection = summarize_selection(runs)
+            if selection:
+                methods[method][agent]["selection"] = selection
     results = {
         "families": {name: str(path) for name, path in cohort.items()},
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(opts).items()},

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from corl.studies.claims import describe
+from corl.studies.quickstart_selection import selection_table
 from corl.tracking import read_metrics
 
 
@@ -203,6 +204,20 @@ def write_report(results: dict, out: Path) -> Path:
         "",
         results_table(results),
         "",
+    ]
+    selection = selection_table(results)
+    if selection:
+        lines += [
+            "## Checkpoint selection without labels (test accuracy %)",
+            "",
+            "Each label-free run kept the checkpoint of the validation point with the best label-free score "
+            "(`logging.select: label_free`: the agents' greedy agreement; one agent: its majority share; no answer "
+            "read) and, as a diagnostic, the one the validation accuracy picks (`select_also: [truth]`).",
+            "",
+            selection,
+            "",
+        ]
+    lines += [
         "## The bases before RL: Theorem 1's regime (validation split)",
         "",
         "Sampled (T=1) accuracy per problem type; Co-RL's peer labels beat self labels where a pair's sum exceeds 1 (bold).",

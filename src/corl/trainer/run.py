@@ -23,9 +23,10 @@ from corl.tasks import task_spec
 from corl.tracking import MetricsLog
 from corl.tracking_wandb import wandb_mirrors
 from corl.trainer.agent import Agent
+from corl.trainer.selection import Selector, publish, write_selection
 from corl.trainer.setup import build_agent, check_disk, load_eval_data, load_train_data, preflight, sampling_seed
 from corl.trainer.update import UpdateStats
-from corl.trainer.validation import validate
+from corl.trainer.validation import validate, validation_point
 
 
 class Preempted(Exception):
@@ -108,6 +109,7 @@ class Run:
         self.names = [a.name for a in cfg.agents]
         self.monitor = CollapseMonitor(self.names, cfg.health.collapse_steps, self.reward.binary, console=self.placement.is_main)
         self.monitor.load_state_dict(self.loop_state.get("health", {}))
+        self.selector = Selector(cfg, self.names, self.loop_state)
         self.log = None
         if self.placement.is_main:
             self._open_run_folder()
@@ -198,35 +200,71 @@ class Run:
         cfg = self.cfg
         last: dict[str, float] = {}
         try:
+            if self.selector.state["stopped"] and self.placement.is_main:
+                print(f"corl: the run stopped early before ({self.selector.state['stopped']['reason']}); nothing to resume")
+            if self.selector.state["stopped"]:
+                return last
             if cfg.logging.eval_on_start and self.start_step == 0:
-                self._log(-1, self.validate(), kind="val")
+                self._validation_point(-1)
             for step in range(self.start_step, cfg.cohort.steps):
                 last = self.step(step)
                 self._log(step, last)
-                done = step + 1
+                self.selector.record_step(last)
+                done, stopped = step + 1, False
                 if cfg.logging.eval_every and done % cfg.logging.eval_every == 0 and done < cfg.cohort.steps:
-                    self._log(step, self.validate(), kind="val")
+                    self._validation_point(step)
+                    stopped = self._after_point(done, final=False)
                 if cfg.logging.checkpoint_every and done % cfg.logging.checkpoint_every == 0 and done < cfg.cohort.steps:
-                    self.checkpoint(done)
+                    self._checkpoint_once(done)
                 if on_step is not None:
                     on_step(step, last)
+                if stopped:
+                    return last
                 if should_stop is not None and done < cfg.cohort.steps and should_stop():
-                    saved = latest_checkpoint(self.run_dir)
-                    if saved is None or checkpoint_step(saved) != done:
-                        saved = self.checkpoint(done)
-                    raise Preempted(done, saved)
+                    raise Preempted(done, self._checkpoint_once(done))
             if self.start_step < cfg.cohort.steps or latest_checkpoint(self.run_dir) is None:
-                final_val = self.validate()
-                if final_val:
-                    self._log(cfg.cohort.steps - 1, final_val, kind="val")
-                    last.update(final_val)
-                self.checkpoint(cfg.cohort.steps)
+                last.update(self._validation_point(cfg.cohort.steps - 1))
+                self._after_point(cfg.cohort.steps, final=True)
         finally:
             if self.log is not None:
                 self.log.close()
             for agent in self.agents.values():
                 agent.close()
         return last
+
+    def _checkpoint_once(self, done: int) -> Path:
+        """The checkpoint `done` steps in: the one written already (a validation point's), else a new one."""
+        saved = latest_checkpoint(self.run_dir)
+        return saved if saved is not None and checkpoint_step(saved) == done else self.checkpoint(done)
+
+    def _validation_point(self, step: int) -> dict[str, float]:
+        """Validate after `step` (-1: before training), record the point's label-free scores
+        (`corl.trainer.selection`) and log both; the metrics."""
+        point = validation_point(self, self.selector.active, self.selector.samples, seed=self.cfg.cohort.seed + step + 1)
+        metrics = point.metrics | self.selector.observe(step, point.keys, point.samples, point.accuracy)
+        self._log(step, metrics, kind="val")
+        return metrics
+
+    def _after_point(self, done: int, final: bool) -> bool:
+        """After a validation point: stop early if cohort.stop says so, and (re)write the best
+        folders whose rule chose this point; the final point (or the stop) writes the final
+        checkpoint. True when the run stops here."""
+        reason = None if final else self.selector.stop_reason()
+        if reason is not None:
+            self.selector.state["stopped"] = {"step": done - 1, "checkpoint_step": done, "reason": reason}
+            self._log(done - 1, {"stop/early": 1.0, "stop/checkpoint_step": float(done)}, kind="val")
+            if self.placement.is_main:
+                print(f"corl: stopped early after step {done - 1} (cohort.stop.rule {self.cfg.cohort.stop.rule}): {reason}")
+        folders = self.selector.folders_at(done)
+        if not (final or reason or folders):
+            return False
+        saved = self.checkpoint(done) if final else self._checkpoint_once(done)
+        if self.selector.active and self.placement.commits_checkpoints:
+            record = self.selector.record()
+            for name in folders:
+                publish(self.run_dir, saved, name, record)
+            write_selection(self.run_dir, record, list(record["folders"]))
+        return reason is not None
 
     def _log(self, step: int, metrics: dict, kind: str = "train") -> None:
         if self.log is not None and metrics:

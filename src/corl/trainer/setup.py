@@ -69,11 +69,20 @@ def load_eval_data(cfg: RunConfig) -> Dataset | None:
         raise ConfigError(f"data.val: task kind {task.name!r} has no grader to validate with; remove data.val")
     rows = load_rows(cfg.data.val, cfg.data.val_split)[: cfg.data.val_size]
     inputs = task.input_fields
+    # label-free selection and stopping read the prompts only: there, no answers means no accuracy
+    rules = (cfg.logging.select, *cfg.logging.select_also)
+    label_free = "label_free" in rules or cfg.cohort.stop.rule != "none"
+    answers = cfg.data.answer_field
+    if label_free and answers and any(row.get(answers) is None for row in rows):
+        answers = None
     problems, gold = build_problems(
-        rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field
+        rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, answers, inputs, cfg.data.image_field
     )
-    if task.grades_answers and not gold:
-        raise ValueError("data.val needs an answer column (data.answer_field) to measure accuracy")
+    if task.grades_answers and not gold and ("truth" in rules or not label_free):
+        raise ValueError(
+            "data.val needs an answer column (data.answer_field) to measure accuracy; without one, validate for "
+            "logging.select: label_free or cohort.stop only (no truth rule)"
+        )
     return Dataset(problems, gold, rows)
 
 

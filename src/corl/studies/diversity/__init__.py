@@ -16,6 +16,7 @@ Two halves:
   disk per model and settings), grade, and compare every pair.
 """
 
+from corl.studies.diversity.cohort import agents_yaml, recommend_cohort, score_cohort
 from corl.studies.diversity.metrics import (
     Contingency,
     PairStats,
@@ -54,6 +55,9 @@ from corl.studies.diversity.study import (
 )
 
 __all__ = [
+    "agents_yaml",
+    "recommend_cohort",
+    "score_cohort",
     "CACHE_VERSION",
     "Contingency",
     "PAPER_REFERENCE",

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from corl.studies.diversity.cohort import agents_yaml, recommend_cohort
 from corl.studies.diversity.metrics import PairStats, pearson, rank_partners
 
 # Paper, Appendix A, Tables 6-7: the measured ranges of its coupled and decoupled pairs.
@@ -91,8 +92,11 @@ def build_report(
         "kappa_c_correlation": correlation,
         "anchor": None,
         "recommendation": recommend(pairs, samples, anchor),
+        "cohort": recommend_cohort(pairs, list(samples)),
         "reference": PAPER_REFERENCE,
     }
+    if report["cohort"] is not None:
+        report["cohort"]["agents_yaml"] = agents_yaml(report["cohort"]["recommended"])
     if anchor is not None:
         report["anchor"] = {
             "model": anchor,

@@ -1,0 +1,188 @@
+"""Model selection and early stopping at the validation points (logging.select, cohort.stop).
+
+At each validation point the run records its label-free scores (`corl.trainer.scores`: the
+agents' greedy agreement, their majority share, stability since the last point, the reward std
+of the steps since then) beside the validation accuracy when the data has answers. A rule picks
+one point:
+
+    label_free  the highest `label_free_score` (greedy agreement; one agent: majority share).
+                It reads only the scores above: never an answer.
+    truth       the highest cohort validation accuracy (a diagnostic: it needs answers).
+    last        the last point (no best/ folder: the final checkpoint is the result).
+
+Ties go to the later step. Only points after a training step are candidates (the one before
+step 0, logging.eval_on_start, is the base model: recorded, never written as best/).
+RUN/best/ (and RUN/best-<rule>/ for logging.select_also) is a checkpoint folder like those in
+RUN/checkpoints/, hard-linked from it and renamed into place; RUN/selection.json records every
+point, each rule's choice and why the run stopped early, if it did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from corl.trainer.scores import (
+    greedy_agreement,
+    label_free_score,
+    majority_share,
+    mean_reward_std,
+    stability,
+    top_answer_share,
+)
+
+RULE_METRIC = {"label_free": "label_free", "truth": "val_accuracy"}  # what each rule maximizes in a point
+FLAT_REWARD_STD = 1e-3  # cohort.stop collapse: every sample of the last steps earned the same reward
+FULL_AGREEMENT = 0.99
+
+
+def point_scores(keys, samples, previous, recent_steps: Sequence[Mapping[str, float]], names: Sequence[str]) -> dict:
+    """The label-free scores of one validation point (keys [N][B] greedy vote keys, samples
+    [N][B][M] sampled ones, previous: the last point's keys or None)."""
+    scores = {
+        "agreement": greedy_agreement(keys),
+        "majority_share": majority_share(samples) if samples else None,
+        "stability": stability(previous, keys),
+        "reward_std": mean_reward_std(recent_steps, names),
+        "top_answer_share": top_answer_share(keys),
+    }
+    scores["label_free"] = label_free_score(scores)
+    return scores
+
+
+def choose(points: Sequence[Mapping], rule: str) -> Mapping | None:
+    """The point `rule` selects among the candidates (ties: the later one); None when no point
+    has the rule's metric (truth without answers)."""
+    candidates = [p for p in points if p["candidate"]]
+    if rule == "last":
+        return candidates[-1] if candidates else None
+    metric = RULE_METRIC[rule]
+    best = None
+    for p in candidates:
+        if p.get(metric) is not None and (best is None or p[metric] >= best[metric]):
+            best = p
+    return best
+
+
+def stop_reason(points: Sequence[Mapping], rule: str, patience: int, min_delta: float, collapse_share: float) -> str | None:
+    """Why cohort.stop ends the run at the last point, or None. Reads label-free scores only."""
+    if rule == "plateau" and len(points) > patience:
+        before = max(p["label_free"] for p in points[:-patience])
+        recent = max(p["label_free"] for p in points[-patience:])
+        if recent <= before + min_delta:
+            return (
+                f"plateau: the label-free score has not improved on {before:.4f} for {patience} validation points "
+                f"(best since: {recent:.4f}; cohort.stop.patience {patience}, min_delta {min_delta:g})"
+            )
+    if rule == "collapse" and points:
+        last = points[-1]
+        if last["top_answer_share"] >= collapse_share:
+            return (
+                f"collapse: {last['top_answer_share']:.0%} of the validation prompts get one and the same greedy answer "
+                f"(cohort.stop.collapse_share {collapse_share:g})"
+            )
+        std = last["reward_std"]
+        if std is not None and std <= FLAT_REWARD_STD and last["label_free"] >= FULL_AGREEMENT:
+            return (
+                f"collapse: the reward std of the last steps is {std:.2g} and the label-free score {last['label_free']:.3f}: "
+                "every sample gives the same answer"
+            )
+    return None
+
+
+class Selector:
+    """The run's selection state, kept in the loop state (it resumes with the run)."""
+
+    def __init__(self, cfg, names: Sequence[str], loop_state: dict):
+        self.cfg = cfg
+        self.names = list(names)
+        self.rules = [r for r in dict.fromkeys([cfg.logging.select, *cfg.logging.select_also]) if r != "last"]
+        self.active = bool(self.rules) or cfg.cohort.stop.rule != "none"
+        self.state = loop_state.setdefault("selection", {"points": [], "recent": [], "previous": None, "stopped": None})
+
+    @property
+    def samples(self) -> int:
+        return self.cfg.logging.select_samples if self.active else 0
+
+    def record_step(self, metrics: Mapping[str, float]) -> None:
+        if self.active:
+            self.state["recent"].append({k: v for k, v in metrics.items() if k.endswith("/reward_std")})
+
+    def observe(self, step: int, keys, samples, accuracy: float | None) -> dict[str, float]:
+        """Record the point after `step` (-1: before training); its scores as metrics."""
+        if not self.active:
+            return {}
+        scores = point_scores(keys, samples, self.state["previous"], self.state["recent"], self.names)
+        self.state["points"].append({"step": step, "done": step + 1, "candidate": step >= 0, "val_accuracy": accuracy, **scores})
+        self.state["previous"] = [list(k) for k in keys]
+        self.state["recent"] = []
+        return {f"select/{k}": float(v) for k, v in scores.items() if v is not None}
+
+    def stop_reason(self) -> str | None:
+        stop = self.cfg.cohort.stop
+        if stop.rule == "none":
+            return None
+        return stop_reason(self.state["points"], stop.rule, stop.patience, stop.min_delta, stop.collapse_share)
+
+    def folders_at(self, done: int) -> list[str]:
+        """The best folders whose rule now chooses the point `done` steps in."""
+        out = []
+        for rule in self.rules:
+            chosen = choose(self.state["points"], rule)
+            if chosen is not None and chosen["done"] == done:
+                out.append(folder_name(rule, self.cfg.logging.select))
+        return out
+
+    def record(self) -> dict:
+        """RUN/selection.json: every point, each rule's chosen step, the stop."""
+        chosen = {}
+        for rule in ("last", "label_free", "truth"):
+            point = choose(self.state["points"], rule)
+            chosen[rule] = None if point is None else {"step": point["step"], "checkpoint_step": point["done"]}
+        return {
+            "select": self.cfg.logging.select,
+            "folders": {folder_name(r, self.cfg.logging.select): r for r in self.rules},
+            "chosen": chosen,
+            "stopped": self.state["stopped"],
+            "points": self.state["points"],
+        }
+
+
+def folder_name(rule: str, select: str) -> str:
+    return "best" if rule == select else f"best-{rule}"
+
+
+def publish(run_dir: Path, checkpoint: Path, name: str, record: dict) -> Path:
+    """RUN/<name>/ := `checkpoint`, hard-linked (checkpoint files are never rewritten in place, so
+    a link is a copy that costs no disk; copied where links are refused), with selection.json.
+    Written to a hidden folder and renamed into place: an interruption leaves the old one or
+    (between the two renames) none, never a half-written one."""
+    final, tmp, old = run_dir / name, run_dir / f".tmp_{name}", run_dir / f".old_{name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.copytree(checkpoint, tmp, copy_function=_link_or_copy)
+    (tmp / "selection.json").write_text(json.dumps(record, indent=1))
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def write_selection(run_dir: Path, record: dict, folders: Sequence[str] = ()) -> None:
+    """RUN/selection.json, and the same record in each best folder (it is no part of the
+    checkpoint's manifest: it grows with every point)."""
+    for folder in [run_dir, *(run_dir / name for name in folders if (run_dir / name).is_dir())]:
+        tmp = folder / ".selection.json.tmp"
+        tmp.write_text(json.dumps(record, indent=1))
+        os.replace(tmp, folder / "selection.json")
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
