@@ -70,6 +70,8 @@ class RunConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"agent names must be unique; repeated: {', '.join(dupes)}")
+        if not any(a.train for a in self.agents):
+            raise ValueError("agents[].train is false for every agent: at least one agent must train (set train: true)")
         from corl.labels import label_source_spec
 
         spec = label_source_spec(self.cohort.label_source)
