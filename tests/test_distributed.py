@@ -318,3 +318,28 @@ def test_a_killed_rank_is_named_by_the_survivor(tmp_path, tiny_models, tiny_data
     # which words depend on where the survivor was when rank 1 died (inside a collective:
     # "stopped answering"; waiting at a meeting: "while waiting for"); either way it is named
     assert "rank 1 (agent1)" in failure["error"], failure
+
+
+@pytest.mark.slow
+def test_votes_per_prompt_and_a_frozen_peer_on_two_processes_match_the_single_process_run(tmp_path, tiny_models, tiny_data):
+    """The answers table gathered from two processes holds every agent's V = 6 samples a prompt,
+    each agent trains on its first K = 4 (agent1, frozen, on none): as the single-process run."""
+    raw = raw_config(tmp_path, tiny_models, tiny_data, agents=2, cohort={"votes_per_prompt": 6})
+    raw["agents"][1]["train"] = False
+    proc, _ = torchrun(tmp_path, raw, "world")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_same_run(single_process(tmp_path, raw, "single"), tmp_path / "world", ["agent0", "agent1"])
+    assert all(r["agent1/frozen"] == 1.0 for r in read_metrics(tmp_path / "world", "train"))
+
+
+@pytest.mark.slow
+def test_votes_per_prompt_with_one_agent_data_parallel_over_two_ranks(tmp_path, tiny_models, tiny_data):
+    """Each rank samples V = 6 of its half of the prompts and trains on the first K = 4 of each."""
+    raw = raw_config(tmp_path, tiny_models, tiny_data, agents=1, cohort={"label_source": "self", "votes_per_prompt": 6})
+    proc, _ = torchrun(tmp_path, raw, "world")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    k, batch = raw["cohort"]["samples_per_prompt"], raw["cohort"]["prompts_per_step"]
+    records = read_metrics(tmp_path / "world", "train")
+    assert [r["step"] for r in records] == [0, 1]
+    assert all(r["agent0/active_sequences"] <= k * batch for r in records)  # never one of the 2 untrained a prompt
+    assert sum(r["agent0/optimizer_steps"] for r in records) >= 1

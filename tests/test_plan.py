@@ -295,3 +295,31 @@ def test_corl_train_refuses_a_plan_that_cannot_fit(tmp_path):
     assert "change first: --set grpo.minibatch_size=" in text
     assert "plan.check=warn" in text
     assert not (run / "checkpoints").exists() and not (run / "metrics.jsonl").exists()
+
+
+def test_votes_are_sampled_and_only_the_trained_samples_are_updated_on(tmp_path):
+    """cohort.votes_per_prompt V = 5 > K = 2: the engine samples 6 prompts x 5 = 30 sequences,
+    the update and the logit rewards see 6 x 2 = 12."""
+    cohort = {"votes_per_prompt": 5, "reward": "entropy"}
+    cfg = small_run(tmp_path, cohort=cohort)
+    agent = Planner(cfg, Machine(1, GIB, "cpu", "test")).plan(cfg).ranks[0].agents[0]
+    assert (agent.sampled, agent.sampled_at_once, agent.sequences, agent.minibatch) == (30, 30, 12, 12)
+    [kv] = agent.phases["sample"]
+    # KV cache + decode of 30 sequences x (5 + 5) tokens, fp32: per token 2 layers x 8 (k) + 8 (v) x 4 B = 128 B,
+    # 30 x 10 x 128 = 38,400; one layer's more while growing: 19,200; decode 4 x 4 B x 30 x 100 vocab = 48,000
+    assert kv.bytes == 38_400 + 19_200 + 48_000
+    [score] = agent.phases["score"]
+    assert score.note.startswith("12 sequences x ")  # entropy rewards: on the 12 trained
+
+
+def test_a_frozen_agent_holds_no_gradients_optimizer_or_reference(tmp_path):
+    cfg = small_run(tmp_path, grpo={"beta": 0.01})
+    raw = cfg.model_dump()
+    raw["agents"][1]["train"] = False
+    cfg = validate_config(raw)
+    plan = Planner(cfg, Machine(1, GIB, "cpu", "test")).plan(cfg)
+    trained, frozen = plan.ranks[0].agents
+    assert [i.what for i in trained.states] == ["parameters", "gradients", "AdamW moments", "KL reference copy"]
+    assert {i.what: i.bytes for i in frozen.states} == {"parameters": 4 * SMALL_PARAMS}
+    assert frozen.phases["update"] == [] and frozen.phases["optimizer step"] == [] and frozen.phases["score"] == []
+    assert trained.phases["update"] and trained.phases["optimizer step"]

@@ -9,6 +9,9 @@ from typer.testing import CliRunner
 from corl.cli import app
 from corl.tracking import read_metrics
 
+DEFAULTS = {"base", "ttrl", "co-rl", "gt"}
+CONTROLS = ("ttrl-matched", "co-rl-frozen-a", "co-rl-frozen-b", "co-rl-votes")  # issue 27
+
 
 def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatch):
     monkeypatch.setenv("CORL_CACHE", str(tmp_path / "cache"))
@@ -17,11 +20,11 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
         # every method runs however slow the machine: skipping by budget is a wall-time rule,
         # tested by its arithmetic (test_optional_methods_are_predicted...), not by this machine's speed
         ["quickstart", "--smoke", "--out", str(tmp_path / "qs"), "--json", "--min-agreement", "0.25", "--lr", "3e-5"]
-        + ["--budget-minutes", "100000"],
+        + ["--budget-minutes", "100000", "--methods", ",".join([*sorted(DEFAULTS), *CONTROLS])],
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)  # stdout is the JSON object alone
-    assert set(out["methods"]) == {"base", "ttrl", "co-rl", "gt"}
+    assert set(out["methods"]) == DEFAULTS | set(CONTROLS)
     for method in out["methods"].values():
         assert set(method) == {"llama-char", "qwen2-bpe"}
         for entry in method.values():
@@ -40,7 +43,7 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     assert all(-1.0 <= p["kappa"] <= 1.0 for p in out["diversity"])
     assert out["wall_time_s"] > 0 and out["claims"]
     # every method's two agents vote together: 4 T=1 samples each (the paper's Table 10)
-    assert set(out["ensembles"]) == {"base", "ttrl", "co-rl", "gt"} and {e["k"] for e in out["ensembles"].values()} == {8}
+    assert set(out["ensembles"]) == DEFAULTS | set(CONTROLS) and {e["k"] for e in out["ensembles"].values()} == {8}
     # one vote per test problem, kept per RL seed (the claims' noise is paired per problem)
     assert all([len(r) for r in e["correct"]] == [16] for e in out["ensembles"].values())
     assert all([len(r) for r in v] == [16] for agents in out["vectors"].values() for v in agents.values())
@@ -76,6 +79,27 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     opts = QuickstartOptions.smoke(tmp_path / "qs2")
     first = build_cohort(opts)
     assert all((path / "config.json").is_file() for path in first.values())
+    check_controls(out, tmp_path / "qs" / "seed0")
+
+
+def check_controls(out: dict, seed0):
+    """The controls' runs (K = 4, 2 families): what each one's config says, and a frozen agent is its base."""
+
+    def cohort(run):
+        return yaml.safe_load((seed0 / run / "config.yaml").read_text())
+
+    for name in ("llama-char", "qwen2-bpe"):  # alone, voting over the cohort's 2 x 4 samples, training on 4
+        cfg = cohort(f"ttrl-matched-{name}")
+        assert [a["name"] for a in cfg["agents"]] == [name] and cfg["cohort"]["label_source"] == "self"
+        assert (cfg["cohort"]["votes_per_prompt"], cfg["cohort"]["samples_per_prompt"]) == (8, 4)
+    cfg = cohort("co-rl-votes")
+    assert (cfg["cohort"]["votes_per_prompt"], cfg["cohort"]["samples_per_prompt"]) == (8, 4)
+    assert cohort("co-rl")["cohort"]["votes_per_prompt"] is None
+    for run, frozen in (("co-rl-frozen-a", "llama-char"), ("co-rl-frozen-b", "qwen2-bpe")):
+        assert {a["name"]: a["train"] for a in cohort(run)["agents"]} == {n: n != frozen for n in ("llama-char", "qwen2-bpe")}
+        # the frozen agent is its base model: the same greedy answers on the test split
+        assert out["methods"][run][frozen]["greedy"] == out["methods"]["base"][frozen]["greedy"]
+        assert all(r[f"{frozen}/frozen"] == 1.0 for r in read_metrics(seed0 / run, "train"))
 
 
 def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():

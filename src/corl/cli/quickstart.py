@@ -14,8 +14,9 @@ def quickstart(
     out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where the runs, results.json and report.md go."),
     methods: str = typer.Option(
         "base,ttrl,co-rl,gt",
-        help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, co-rewarding-ii, co-rl-same-family, random-label, "
-        "co-rl-confidence, co-rl-soft, co-rl-pooled (3 agents).",
+        help="Comma-separated: base, ttrl, co-rl, gt, rent, intuitor, co-rewarding-ii, co-rl-same-family; the controls "
+        "ttrl-matched (TTRL voting over N x K samples), co-rl-frozen-a / co-rl-frozen-b (the first / second family frozen), "
+        "co-rl-votes (labels voted from 2K samples, trained on K); label variants random-label, co-rl-confidence, co-rl-soft, co-rl-pooled (3 agents).",
     ),
     families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.studies.tiny.families)."),
     agents: int | None = typer.Option(

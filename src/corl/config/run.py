@@ -70,6 +70,11 @@ class RunConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"agent names must be unique; repeated: {', '.join(dupes)}")
+        if not any(a.train for a in self.agents):
+            raise ValueError("agents[].train is false for every agent: at least one agent must train (set train: true)")
+        if self.distributed.fsdp and not all(a.train for a in self.agents):
+            # its sharded checkpoint would hold no trainable state to resume from: not built yet
+            raise ValueError("agents[].train: false does not work with distributed.fsdp yet; run the frozen peer without FSDP")
         from corl.labels import label_source_spec
 
         spec = label_source_spec(self.cohort.label_source)

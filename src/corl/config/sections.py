@@ -52,6 +52,12 @@ class AgentConfig(_Strict):
         description="This agent's own file of wordings (rows aligned with data.train by id); defaults to data.train.",
     )
     seed: int | None = Field(None, description="Sampling seed of this agent (seed-only cohorts); defaults to its index.")
+    train: bool = Field(
+        True,
+        description="false = a frozen peer: it samples, its answers are in the table (it still teaches and is "
+        "validated), but it never updates (no optimizer state, no KL reference; its weights stay as loaded). "
+        "Co-RL with a frozen teacher is the 'is it just distillation?' control. At least one agent must train.",
+    )
     freeze_vision: bool = Field(
         False,
         description="Vision-language models: train the language model only (the vision encoder and its projector stay as loaded).",
@@ -201,6 +207,31 @@ class CohortConfig(_Strict):
                 "so with K = 1 every advantage is 0 and no agent ever updates (a majority vote also needs several samples)"
             )
         return k
+
+    votes_per_prompt: int | None = Field(
+        None,
+        ge=1,
+        description="V completions each agent samples per prompt; all V are in the answers table (what labels are "
+        "voted from, and the diagnostics), while rewards and the GRPO update use only the first K "
+        "(samples_per_prompt) in sample order. The samples of a prompt are i.i.d. draws, so the first K are an "
+        "unbiased subset; picking them by reward or answer would bias the advantage's baseline. "
+        "None = samples_per_prompt (vote and train on the same K). Must be >= samples_per_prompt.",
+    )
+
+    @model_validator(mode="after")
+    def _votes_cover_the_group(self) -> CohortConfig:
+        if self.votes_per_prompt is not None and self.votes_per_prompt < self.samples_per_prompt:
+            raise ValueError(
+                f"cohort.votes_per_prompt ({self.votes_per_prompt}) must be at least cohort.samples_per_prompt "
+                f"({self.samples_per_prompt}): the K trained samples are the first K of the V voted on; "
+                "raise votes_per_prompt or leave it unset"
+            )
+        return self
+
+    @property
+    def votes(self) -> int:
+        """V: samples per prompt and agent in the answers table (votes_per_prompt, else K)."""
+        return self.votes_per_prompt if self.votes_per_prompt is not None else self.samples_per_prompt
 
     prompts_per_step: int = Field(16, ge=1)
     steps: int = Field(100, ge=1)

@@ -37,7 +37,9 @@ class AgentPlan:
     prompt: PromptLength
     precision: a.Precision
     dp: int  # ranks that share the agent
-    sequences: int  # this rank's share of a step's samples
+    sequences: int  # this rank's share of a step's trained samples (K a prompt)
+    sampled: int  # this rank's share of a step's sampled ones (V a prompt, cohort.votes_per_prompt)
+    trains: bool  # agents[].train: a frozen agent holds no gradients or optimizer state and never updates
     sampled_at_once: int
     minibatch: int
     completion: int
@@ -123,9 +125,9 @@ def agent_plan(cfg: RunConfig, machine: Machine, index: int, facts: ModelFacts, 
     """What agent `index` holds on each of its `dp` ranks, phase by phase."""
     cohort = cfg.cohort
     prompts = -(-cohort.prompts_per_step // dp)  # strided shards: dp rank 0 has the most
-    sequences = prompts * cohort.samples_per_prompt
+    sequences, sampled = prompts * cohort.samples_per_prompt, prompts * cohort.votes
     val = -(-cfg.data.val_size // dp) if cfg.data.val else 0  # greedy validation: 1 sample a prompt
-    at_once = max(min(cfg.rollout.batch_size or sequences, sequences), min(cfg.rollout.batch_size or val, val))
+    at_once = max(min(cfg.rollout.batch_size or sampled, sampled), min(cfg.rollout.batch_size or val, val))
     plan = AgentPlan(
         index=index,
         name=cfg.agents[index].name,
@@ -134,17 +136,19 @@ def agent_plan(cfg: RunConfig, machine: Machine, index: int, facts: ModelFacts, 
         precision=precision_of(cfg),
         dp=dp,
         sequences=sequences,
+        sampled=sampled,
+        trains=cfg.agents[index].train,
         sampled_at_once=at_once,
         minibatch=min(cfg.grpo.minibatch_size or sequences, sequences),
         completion=cohort.max_new_tokens,
     )
-    plan.states = states(cfg, facts, dp)
+    plan.states = states(cfg, facts, dp, plan.trains)
     plan.engine, plan.engine_sleeps = vllm_engine(cfg, machine, facts, prompt.tokens + cohort.max_new_tokens, plan)
     plan.phases = {
         "sample": sample_items(cfg, plan),
         "score": score_items(cfg, plan),
-        "update": update_items(cfg, plan),
-        "optimizer step": optimizer_items(cfg, machine, plan),
+        "update": update_items(cfg, plan) if plan.trains else [],
+        "optimizer step": optimizer_items(cfg, machine, plan) if plan.trains else [],
     }
     return plan
 
@@ -153,19 +157,19 @@ def _shards(facts: ModelFacts, ranks: int, trainable_only: bool) -> int:
     return sum(a.shard(t.numel, t.first_dim, ranks) for t in facts.tensors if t.trainable or not trainable_only)
 
 
-def states(cfg: RunConfig, facts: ModelFacts, dp: int) -> list[Item]:
-    """Parameters, gradients, AdamW moments (FSDP2: this rank's shards), and frozen copies."""
+def states(cfg: RunConfig, facts: ModelFacts, dp: int, trains: bool = True) -> list[Item]:
+    """Parameters, gradients, AdamW moments (FSDP2: this rank's shards), and frozen copies.
+    A frozen agent (agents[].train: false) holds its parameters alone (and an EMA teacher)."""
     fsdp = cfg.distributed.fsdp
     ranks = dp if fsdp else 1
     params, trainable = _shards(facts, ranks, False), _shards(facts, ranks, True)
     where = f"FSDP2 shard, 1/{dp}" if fsdp and dp > 1 else "whole"
     lora = " (LoRA adapters)" if cfg.compute.lora is not None else ""
-    items = [
-        Item("parameters", a.parameter_bytes(params), f"float32, {where}: {params:,} of {facts.params:,}"),
-        Item("gradients", a.gradient_bytes(trainable), f"float32{lora}, {trainable:,} trainable"),
-        Item("AdamW moments", a.adamw_bytes(trainable), "2 x float32 per trainable parameter"),
-    ]
-    if cfg.grpo.beta > 0:
+    items = [Item("parameters", a.parameter_bytes(params), f"float32, {where}: {params:,} of {facts.params:,}")]
+    if trains:
+        items.append(Item("gradients", a.gradient_bytes(trainable), f"float32{lora}, {trainable:,} trainable"))
+        items.append(Item("AdamW moments", a.adamw_bytes(trainable), "2 x float32 per trainable parameter"))
+    if cfg.grpo.beta > 0 and trains:
         items.append(Item("KL reference copy", a.parameter_bytes(facts.params), "grpo.beta > 0: a whole float32 copy"))
     from corl.labels import label_source_spec
 
@@ -205,7 +209,7 @@ def vllm_engine(cfg: RunConfig, machine: Machine, facts: ModelFacts, model_len: 
     fits = kv // max(kv_token * max_len // tp, 1)
     note = (
         f"{share:g} of the device: weights {a.gib(weights):.2f} GiB, KV cache up to {a.gib(max(kv, 0)):.1f} GiB "
-        f"= {fits:,} sequences of {max_len:,} tokens at once (this rank samples {plan.sequences:,})"
+        f"= {fits:,} sequences of {max_len:,} tokens at once (this rank samples {plan.sampled:,})"
     )
     if machine.memory is not None and fits < 1:
         plan.notes.append(
@@ -249,7 +253,7 @@ def score_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
     from corl.rewards import weighted_reward
 
     from_logits = weighted_reward(cfg.cohort.reward_terms()).reads_logits
-    whole = cfg.grpo.num_passes > 1 or cfg.grpo.beta > 0
+    whole = plan.trains and (cfg.grpo.num_passes > 1 or cfg.grpo.beta > 0)  # a frozen agent scores nothing for an update
     if not (whole or from_logits):
         return []
     # the larger of the passes that run: a minibatch of frozen log-probs, 64 sequences of a reward's logits

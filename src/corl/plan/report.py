@@ -20,13 +20,14 @@ PRECISION = {"fp32": "float32", "autocast": "bf16 autocast", "fsdp_bf16": "bf16 
 def _agent_lines(ag: AgentPlan) -> list[str]:
     f = ag.facts
     s = f.shape
+    trained = f"{ag.sequences:,} trained (update minibatch {ag.minibatch:,})" if ag.trains else "frozen: none trained"
     lines = [
         f"agent {ag.name}: {f.architecture} ({f.source}), {f.params:,} parameters ({f.trainable:,} trainable), "
         f"computed in {PRECISION[ag.precision]}",
         f"  {s.layers} layers, hidden {s.hidden}, {s.heads} heads ({s.kv_heads} KV), MLP {s.intermediate}, "
         f"vocabulary {s.vocab:,}, {s.attention} attention",
         f"  prompt {ag.prompt.tokens:,} tokens ({ag.prompt.how}), completion {ag.completion:,}",
-        f"  per rank: {ag.sequences:,} sequences a step, {ag.sampled_at_once:,} sampled at once, update minibatch {ag.minibatch:,}",
+        f"  per rank: {ag.sampled:,} sequences sampled a step ({ag.sampled_at_once:,} at once), {trained}",
     ]
     return lines + [f"  note: {n}" for n in ag.notes]
 

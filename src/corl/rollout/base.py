@@ -72,16 +72,31 @@ class Rollout:
         """The K samples of the prompts `prompts` (indices into this rollout's B), in that order.
         Prompt and completion widths stay: each row is exactly the row it was here."""
         k = self.num_samples
-        index = torch.tensor([p * k + j for p in prompts for j in range(k)], dtype=torch.long)
-        rows = index.to(self.input_ids.device)
+        rows = self._rows([p * k + j for p in prompts for j in range(k)])
+        return replace(rows, vision=self.vision.select(prompts) if self.vision is not None else None)
+
+    def first_samples(self, k: int) -> Rollout:
+        """The first k samples of every prompt, in sample order (cohort.votes_per_prompt: the
+        table votes over all V, the update trains on these k). A prompt's samples are i.i.d.
+        draws, so the first k are an unbiased subset of them."""
+        if not 1 <= k <= self.num_samples:
+            raise ValueError(f"cannot keep {k} of {self.num_samples} samples per prompt")
+        if k == self.num_samples:
+            return self
+        v = self.num_samples
+        prompts = self.completion_mask.shape[0] // v
+        return replace(self._rows([b * v + j for b in range(prompts) for j in range(k)]), num_samples=k)
+
+    def _rows(self, index: list[int]) -> Rollout:
+        """These sequences (rows), each exactly the row it was here; widths stay."""
+        rows = torch.tensor(index, dtype=torch.long, device=self.input_ids.device)
         return replace(
             self,
             input_ids=self.input_ids[rows],
             attention_mask=self.attention_mask[rows],
             completion_mask=self.completion_mask[rows],
             sampling_logprobs=self.sampling_logprobs[rows] if self.sampling_logprobs is not None else None,
-            texts=[self.texts[i] for i in index.tolist()],
-            vision=self.vision.select(prompts) if self.vision is not None else None,
+            texts=[self.texts[i] for i in index],
         )
 
     @property

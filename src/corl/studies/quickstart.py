@@ -52,8 +52,26 @@ class Method:
     together: bool = False  # True: the whole cohort in one run (Co-RL); False: each agent alone
     same_family: bool = False  # True: the cohort is seed-only copies of the first family
     grpo: tuple[tuple[str, object], ...] = ()  # grpo settings the method needs (confidence: unscaled advantages)
+    votes_factor: int = 1  # cohort.votes_per_prompt = votes_factor x K (the update still trains on K)
+    votes_match_cohort: bool = False  # votes_per_prompt = N x K, N = the cohort's size (what Co-RL's N agents draw)
+    frozen: int | None = None  # the agent (in --families order) that samples and teaches but never trains
+
+    def votes_per_prompt(self, k: int, cohort_size: int) -> int | None:
+        """cohort.votes_per_prompt of this method's runs; None: vote on the K trained samples."""
+        votes = k * self.votes_factor * (cohort_size if self.votes_match_cohort else 1)
+        return votes if votes != k else None
 
 
+# The controls (issue 27):
+# - ttrl-matched: TTRL with the vote compute of the whole Co-RL cohort. Each agent alone votes over
+#   N x K samples (as many as Co-RL's N agents draw together) and trains on the first K of them
+#   (as many as each Co-RL agent trains on): a Co-RL gain over it is not just more samples per vote.
+# - co-rl-frozen-a / -b: Co-RL with the first / the second family frozen (agents[].train: false):
+#   the other learns from a fixed teacher. Both are run, not "the stronger one": which base is
+#   stronger is itself a measurement (and may differ by seed); the two rows show for each agent
+#   whether its Co-RL gain survives a teacher that does not learn back (as large as in Co-RL:
+#   distillation from the peer explains it; smaller: the peers' co-evolution matters).
+# - co-rl-votes: Co-RL whose labels are voted from V = 2K samples, trained on the first K.
 METHODS: dict[str, Method | None] = {
     "base": None,  # no training
     "ttrl": Method("self"),
@@ -67,6 +85,10 @@ METHODS: dict[str, Method | None] = {
     "co-rl-confidence": Method("peer", reward="confidence", together=True, grpo=(("scale_rewards", "none"),)),
     "co-rl-soft": Method("peer", reward="vote_share", together=True),
     "co-rl-pooled": Method("pooled", together=True),  # --agents 3 (or more)
+    "ttrl-matched": Method("self", votes_match_cohort=True),
+    "co-rl-frozen-a": Method("peer", together=True, frozen=0),
+    "co-rl-frozen-b": Method("peer", together=True, frozen=1),
+    "co-rl-votes": Method("peer", together=True, votes_factor=2),
 }
 DEFAULT_METHODS = ("base", "ttrl", "co-rl", "gt")
 ESSENTIAL = ("base", "ttrl", "co-rl")  # always run; the others only if predicted to fit the time budget
@@ -262,10 +284,17 @@ def decoupling(base_evals: dict[str, dict], resampled: dict[str, dict]) -> list[
 
 
 def run_config(
-    method: str, spec: Method, agents: list[tuple[str, Path, int]], opts: QuickstartOptions, seed: int, run_dir: Path
+    method: str,
+    spec: Method,
+    agents: list[tuple[str, Path, int]],
+    opts: QuickstartOptions,
+    seed: int,
+    run_dir: Path,
+    cohort_size: int | None = None,
 ) -> dict:
-    """The raw `corl train` config of one method's run (written to the run directory)."""
-    return {
+    """The raw `corl train` config of one method's run (written to the run directory);
+    `cohort_size`: the study's number of families (default: this run's agents)."""
+    raw = {
         "output_dir": str(run_dir),
         "device": "cpu",
         "rollout": {"engine": opts.engine},
@@ -292,6 +321,12 @@ def run_config(
         | selection_logging(spec.label_source),
         "grpo": dict(spec.grpo),
     }
+    votes = spec.votes_per_prompt(opts.samples_per_prompt, cohort_size or len(agents))
+    if votes is not None:
+        raw["cohort"]["votes_per_prompt"] = votes
+    if spec.frozen is not None:
+        raw["agents"][spec.frozen]["train"] = False
+    return raw
 
 
 def train_method(
@@ -309,7 +344,7 @@ def train_method(
     results = {}
     for group in groups:
         run_dir = opts.out / f"seed{seed}" / (method if spec.together else f"{method}-{group[0][0]}")
-        cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir), f"quickstart {method}")
+        cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir, len(names)), f"quickstart {method}")
         shutil.rmtree(run_dir, ignore_errors=True)  # a rerun of the study replaces its runs: a run folder holds one run
         trainer = CohortTrainer(cfg, run_dir)
         t0 = time.perf_counter()

@@ -62,9 +62,10 @@ class Agent:
         self.grpo = grpo
         self.dp = dp or DataParallel()  # the ranks that share this agent's model (size 1: just this one)
         rollout = rollout or RolloutConfig()
+        self.trains = config.train  # false: a frozen peer that samples and teaches but never updates
         # Frozen copies come first, from the plain model: they never train, shard or carry adapters.
         self.reference = None
-        if grpo.beta > 0:
+        if grpo.beta > 0 and self.trains:
             # Only with a KL term is a frozen copy of the initial policy worth its memory.
             self.reference = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
         self.ema_momentum = ema_momentum
@@ -84,8 +85,14 @@ class Agent:
         self.model = model = prepare_model(model, compute, self.dp)
         # Chat templates already contain BOS; adding special tokens again would double it.
         self.engine = build_engine(rollout, model, tokenizer, add_special_tokens=not template.chat, processor=processor)
-        trainable = [p for p in model.parameters() if p.requires_grad]  # all of them, or only the LoRA adapters
-        self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = None
+        if self.trains:
+            trainable = [p for p in model.parameters() if p.requires_grad]  # all of them, or only the LoRA adapters
+            self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+        else:
+            # A frozen peer is held as a training one is (LoRA adapters, FSDP shards: the same
+            # checkpoint folder), but none of its parameters takes a gradient and it has no optimizer.
+            model.requires_grad_(False)
 
     def prompts(self, problems: list[Problem], text_key: str | None = None) -> list[Prompt]:
         """Rendered prompts in this agent's wording (or in the wording `text_key`).
@@ -150,6 +157,8 @@ class Agent:
         those sizes, so all of them run the same collectives even when some have no sequence
         with signal.
         """
+        if not self.trains:  # agents[].train: false: its weights stay as loaded
+            return UpdateStats(frozen=True)
         return grpo_update(self, rollout, rewards, params, exclude)
 
     def after_update(self, stats: UpdateStats, stepped: bool) -> None:
@@ -162,13 +171,14 @@ class Agent:
 
     def state_dict(self) -> dict:
         """The optimizer's (and an EMA teacher's) state, whole: without FSDP every rank holds it all."""
-        state = {"optimizer": self.optimizer.state_dict()}
+        state = {"optimizer": self.optimizer.state_dict() if self.optimizer is not None else None}
         if self.teacher is not None:
             state["teacher"] = self.teacher.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.optimizer is not None and state["optimizer"] is not None:  # None: saved while frozen
+            self.optimizer.load_state_dict(state["optimizer"])
         if self.teacher is not None:
             self.teacher.load_state_dict(state["teacher"])
             # its engine was built from the policy's weights (the teacher's copy before this load)

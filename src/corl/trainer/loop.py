@@ -2,12 +2,14 @@
 
     for each step:
         1. draw one batch of unlabeled prompts (same ids for every agent)
-        2. every agent samples K completions; extract each final answer
-        3. exchange the answers table: the step's one frozen snapshot
+        2. every agent samples V completions; extract each final answer
+        3. exchange the answers table (all V): the step's one frozen snapshot
         4. labels from that snapshot alone (peer ring / self / truth / ema)
-        5. rewards: 1 if the answer is equivalent to the label, else 0
-           (or an intrinsic reward: RENT's entropy, Intuitor's self-certainty)
-        6. each agent does its own GRPO update
+        5. rewards of the first K of each prompt's V: 1 if the answer is equivalent to
+           the label, else 0 (or an intrinsic reward: RENT's entropy, Intuitor's self-certainty)
+        6. each agent that trains does its own GRPO update on those K
+
+V = cohort.votes_per_prompt, K = cohort.samples_per_prompt (V = K unless set).
 
 Co-RL, TTRL, GT-Reward, Co-rewarding-II, RENT and Intuitor differ only in steps 4-5.
 No parameter, gradient or optimizer state crosses agents; only the answers table does.
@@ -42,7 +44,7 @@ class CohortTrainer(Run):
 
     def step(self, step: int) -> dict[str, float]:
         cfg = self.cfg.cohort
-        k = cfg.samples_per_prompt
+        k, v = cfg.samples_per_prompt, cfg.votes
         n_agents = len(self.cfg.agents)
         t0 = time.perf_counter()
         # 1. one batch of unlabeled prompts, the same ids for every agent
@@ -51,26 +53,27 @@ class CohortTrainer(Run):
         positions = self.placement.prompt_positions(len(batch))
         mine = [batch[i] for i in positions]
 
-        # 2. every agent samples K completions per prompt (its own wording) and extracts answers
-        rollouts: dict[int, Rollout] = {}
+        # 2. every agent samples V completions per prompt (its own wording) and extracts answers
+        sampled: dict[int, Rollout] = {}
         shard: dict[int, AgentShard] = {}
         for n, agent in self.agents.items():
-            rollouts[n] = self._sample_share(step, n, agent, batch, positions, k)
-            shard[n] = AgentShard(positions, self._answers(agent, rollouts[n], mine, k))
+            sampled[n] = self._sample_share(step, n, agent, batch, positions, v)
+            shard[n] = AgentShard(positions, self._answers(agent, sampled[n], mine, v))
         t_sample = time.perf_counter()
 
-        # 3. the answers table: one frozen snapshot of every agent, gathered from every process
+        # 3. the answers table (all V): one frozen snapshot of every agent, gathered from every process
         rows = assemble(self.exchange.all_gather(shard), n_agents, len(batch), "answers table")
         table = answers_table(tuple(p.id for p in batch), rows, self.label_spec.needs_teacher, step=step)
 
         # 4. labels from the snapshot alone: no agent has updated yet
         labels = self.label_source(table)
 
-        # 5. rewards of this process's completions
+        # 5. rewards of this process's trained completions: the first K of each prompt's V
+        rollouts = {n: sampled[n].first_samples(k) for n in self.agents}
         rewards = {n: self._rewards(n, agent, rollouts[n], table, labels, positions, mine) for n, agent in self.agents.items()}
         self._check_rewards(step, rewards)
 
-        # 6. only now does any agent update, each on its own
+        # 6. only now does any agent update, each on its own (a frozen one, agents[].train: false, does not)
         updates = {
             n: agent.update(rollouts[n], rewards[n], self.params, exclude=self._loss_excluded(rollouts[n]))
             for n, agent in self.agents.items()
@@ -92,15 +95,15 @@ class CohortTrainer(Run):
         torch.manual_seed(self._seed(step, n))
         return self._sample(step, agent, [batch[i] for i in positions], k)
 
-    def _answers(self, agent: Agent, rollout: Rollout, problems: list[Problem], k: int) -> list[PromptAnswers]:
-        """The task kind's answers for an agent's rollout (and for its EMA teacher's samples),
-        with what the table records of each sample (`SampleInfo`)."""
-        answers, keys = self._drop_truncated(rollout, *self.task.answers(rollout.texts, problems, k))
+    def _answers(self, agent: Agent, rollout: Rollout, problems: list[Problem], v: int) -> list[PromptAnswers]:
+        """The task kind's answers for an agent's V samples per prompt (and for its EMA teacher's
+        V), with what the table records of each sample (`SampleInfo`)."""
+        answers, keys = self._drop_truncated(rollout, *self.task.answers(rollout.texts, problems, v))
         samples = sample_infos(rollout, keys)
         if agent.teacher is None:
             return [PromptAnswers(a, key, samples=info) for a, key, info in zip(answers, keys, samples, strict=True)]
-        teacher = agent.sample_teacher(problems, k, self.params)
-        t_answers, t_keys = self._drop_truncated(teacher, *self.task.answers(teacher.texts, problems, k))
+        teacher = agent.sample_teacher(problems, v, self.params)
+        t_answers, t_keys = self._drop_truncated(teacher, *self.task.answers(teacher.texts, problems, v))
         rows = zip(answers, keys, t_answers, t_keys, samples, strict=True)
         return [PromptAnswers(a, key, t_a, t_key, samples=info) for a, key, t_a, t_key, info in rows]
 
@@ -117,15 +120,17 @@ class CohortTrainer(Run):
         return answers, keys
 
     def _rewards(self, n: int, agent: Agent, rollout: Rollout, table, labels, positions: list[int], mine: list[Problem]):
-        """Agent n's rewards for this process's prompts: [B, K], the weighted sum of cohort.rewards."""
+        """Agent n's rewards for this process's prompts: [B, K], the weighted sum of cohort.rewards,
+        of its trained samples (`rollout`: the first K of each prompt's V in the table)."""
+        k = rollout.num_samples
         inputs = RewardInputs(
             texts=rollout.texts,
-            answers=[table.answers[n][p] for p in positions],
-            keys=[table.keys[n][p] for p in positions],
+            answers=[table.answers[n][p][:k] for p in positions],
+            keys=[table.keys[n][p][:k] for p in positions],
             labels=[labels[n][p] for p in positions],
-            samples=[table.samples[n][p] for p in positions],
+            samples=[table.samples[n][p][:k] for p in positions],
             equivalent=self.task.equivalent,
-            k=self.cfg.cohort.samples_per_prompt,
+            k=k,
         )
         gold_rows = lambda: [self.train_data.row(p.id) for p in mine]  # noqa: E731  (only a from_gold reward calls it)
         return self.reward(inputs, gold_rows, lambda fn: agent.logit_rewards(rollout, fn, self.cfg.cohort.temperature))

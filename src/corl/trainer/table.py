@@ -14,13 +14,14 @@ from corl.rollout import Rollout
 
 @dataclass(frozen=True)
 class PromptAnswers:
-    """One agent's K answers for one prompt (and its EMA teacher's, when it has one)."""
+    """One agent's V answers for one prompt (and its EMA teacher's, when it has one): every
+    sample it drew (cohort.votes_per_prompt), of which the first K are the trained ones."""
 
-    answers: tuple[str | None, ...]  # [K] as written; None = no answer
-    keys: tuple[str | None, ...]  # [K] canonical vote keys
+    answers: tuple[str | None, ...]  # [V] as written; None = no answer
+    keys: tuple[str | None, ...]  # [V] canonical vote keys
     teacher_answers: tuple[str | None, ...] | None = None
     teacher_keys: tuple[str | None, ...] | None = None
-    samples: tuple[SampleInfo, ...] = ()  # [K] what else is known of each sample
+    samples: tuple[SampleInfo, ...] = ()  # [V] what else is known of each sample
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def answers_table(
 
 
 def sample_infos(rollout: Rollout, keys: list[tuple]) -> list[tuple[SampleInfo, ...]]:
-    """[B][K] per-sample records of a rollout whose vote keys are `keys` ([B][K])."""
+    """[B][V] per-sample records of a rollout whose vote keys are `keys` ([B][V]); a vote share
+    is the share of all V samples of the prompt."""
     k = rollout.num_samples
     if rollout.sampling_logprobs is None:
         logprobs = [float("nan")] * rollout.completion_lengths.numel()

@@ -35,8 +35,11 @@ class UpdateStats:
     skipped_nonfinite: bool = False  # a pass's loss or gradient was NaN/inf: its optimizer step was skipped
     weight_norm: float = 0.0  # L2 norm of all the model's weights after the update
     weight_norm_ratio: float = 1.0  # that norm over the norm before the update (health.max_weight_norm_ratio)
+    frozen: bool = False  # agents[].train: false: no update was attempted
 
     def as_dict(self) -> dict[str, float]:
+        if self.frozen:  # a loss of 0 would read as a trained agent's; say what happened instead
+            return {"frozen": 1.0, "optimizer_steps": 0}
         out = {
             "loss": self.loss,
             "clip_fraction": self.clip_fraction,
@@ -109,6 +112,10 @@ def grpo_update(
 
     See `Agent.update` for what `exclude` and data parallelism mean.
     """
+    if rewards.numel() != rollout.completion_mask.shape[0]:
+        # a reward for each sequence trained on, and no sequence without one (votes_per_prompt:
+        # the update is handed the first K of each prompt's V, never all of them)
+        raise ValueError(f"{rewards.numel()} rewards for {rollout.completion_mask.shape[0]} sequences: they must pair up")
     cfg = agent.grpo
     plan = plan_minibatches(agent, rollout, rewards, exclude)
     stats = UpdateStats(active_sequences=plan.n_active, masked_sequences=plan.n_masked)
