@@ -104,9 +104,41 @@ def summary(runs: dict[int, dict]) -> str:
         for method in first["ensembles"]:
             vals = [runs[s]["ensembles"][method]["maj"]["mean"] for s in seeds if method in runs[s].get("ensembles", {})]
             lines.append(f"| {method} | {_ms(vals)} |")
+    lines += selection_over_seeds(runs)
     walls = [runs[s]["wall_time_s"] for s in seeds]
     lines += ["", "Wall time per seed (s): " + ", ".join(f"{w:.0f}" for w in walls) + f"; max {max(walls):.0f}"]
     return "\n".join(lines)
+
+
+def selection_over_seeds(runs: dict[int, dict]) -> list[str]:
+    """Per label-free method and agent: the test accuracy of the last checkpoint, of the one chosen
+    without labels and of the one the validation answers would choose (mean ± std over seeds), and
+    the label-free choice's shortfall against the truth choice (points, mean over agents and seeds)."""
+    seeds = sorted(runs)
+    rows: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for s in seeds:
+        for method, agents in runs[s]["methods"].items():
+            for agent, e in agents.items():
+                for rule, entry in (e.get("selection") or {}).items():
+                    rows.setdefault((method, agent), {}).setdefault(rule, []).append(entry["mean"])
+    if not rows:
+        return []
+    lines = ["", "Checkpoint selection (greedy test accuracy %, mean ± std over seeds; truth reads the validation answers):", ""]
+    lines += [
+        "| method | agent | last | label-free selected | truth selected | label-free - truth |",
+        "|---|---|---|---|---|---|",
+    ]
+    gaps: dict[str, list[float]] = {}
+    for (method, agent), by_rule in rows.items():
+        cells = [_ms(by_rule[r]) if r in by_rule else "-" for r in ("last", "label_free", "truth")]
+        gap = "-"
+        if len(by_rule.get("label_free", [])) == len(by_rule.get("truth", [])) > 0:
+            diffs = [a - b for a, b in zip(by_rule["label_free"], by_rule["truth"], strict=True)]
+            gaps.setdefault(method, []).extend(diffs)
+            gap = _ms(diffs)
+        lines.append(f"| {method} | {agent} | " + " | ".join(cells) + f" | {gap} |")
+    lines += [""] + [f"- {m}: label-free minus truth-selected, {_ms(d)} points over agents x seeds" for m, d in gaps.items()]
+    return lines
 
 
 def main() -> None:

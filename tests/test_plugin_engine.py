@@ -34,3 +34,25 @@ def test_an_engine_from_outside_trains_a_step(tiny_models, tiny_data, tmp_path, 
     after = [p.detach() for agent in trainer.agents.values() for p in agent.model.parameters()]
     stepped = sum(metrics[f"{a.name}/optimizer_steps"] for a in trainer.agents.values())
     assert stepped >= 1 and any(not torch.equal(b, a) for b, a in zip(before, after))
+
+
+def test_the_built_in_engines_declare_their_blocks_and_still_read_flat_keys():
+    """rollout.vllm: {...} / rollout.hf: {...} are each engine's own block; the flat keys of old
+    configs mean the same, and the two spellings may not disagree."""
+    import pytest
+
+    from corl.config import RolloutConfig
+    from corl.rollout import ENGINES
+
+    block = RolloutConfig(engine="vllm", vllm={"dtype": "bfloat16", "max_model_len": 512})
+    flat = RolloutConfig(engine="vllm", dtype="bfloat16", max_model_len=512)
+    assert block.block("vllm") == flat.block("vllm") and (block.dtype, block.max_model_len) == ("bfloat16", 512)
+    assert isinstance(block.block("vllm"), ENGINES.get("vllm").Options)
+    assert RolloutConfig(hf={"batch_size": 4}).batch_size == 4 and RolloutConfig(batch_size=4).block("hf").batch_size == 4
+    with pytest.raises(ValueError, match=r"rollout\.dtype and rollout\.vllm\.dtype differ"):
+        RolloutConfig(engine="vllm", dtype="float32", vllm={"dtype": "bfloat16"})
+    with pytest.raises(ValueError, match=r"rollout\.hf\.beams"):
+        RolloutConfig(hf={"beams": 4})  # a key of no built-in engine
+    # a written config (both spellings, equal) reads back the same
+    again = RolloutConfig.model_validate(block.model_dump())
+    assert again.block("vllm") == block.block("vllm")

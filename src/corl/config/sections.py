@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from corl.engine_options import HFOptions, VLLMOptions
+
 MAX_LR = 1.0  # agents[].lr: see AgentConfig._a_usable_lr
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -254,55 +256,17 @@ class CohortConfig(_Strict):
     )
 
 
-class RolloutConfig(_Strict):
+class RolloutConfig(HFOptions, VLLMOptions):
     """Who samples the rollouts: the engine and its options (see `corl.rollout`).
 
     An engine declares its own option block as a pydantic model (`Options` on its class) and
-    reads it with `options.block(name)`: `rollout: {engine: mine, mine: {beams: 4}}`. The keys
-    below are the built-in engines' options (hf, vllm), read flat as they always were."""
+    reads it with `options.block(name)`: `rollout: {engine: mine, mine: {beams: 4}}`. The
+    built-in engines' blocks (`HFOptions`, `VLLMOptions`) are also read flat, as they always
+    were: `rollout: {engine: vllm, vllm: {dtype: bfloat16}}` equals `rollout: {engine: vllm, dtype: bfloat16}`."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     engine: str = Field("hf", description="Rollout engine: hf (Hugging Face generate, any device) or vllm (colocated vLLM).")
-    batch_size: int | None = Field(None, ge=1, description="hf: sequences per generate call (memory cap); None = all.")
-    kv_cache: Literal["auto", "dynamic", "static"] = Field(
-        "auto",
-        description="hf, where it samples through generate (decode: generate, vision-language models): generate's KV "
-        "cache. static preallocates prompt + max_new_tokens and writes in place (on CPU ~16% less sampling time for "
-        "small text models: no per-token concatenation); dynamic grows it; auto = static on CPU for text models, "
-        "dynamic elsewhere. The compact loop always grows its cache (it drops rows).",
-    )
-    decode: Literal["auto", "compact", "generate"] = Field(
-        "auto",
-        description="hf: the sampling loop. compact drops each sequence from the batch when it ends (corl.rollout."
-        "compact; text decoder-only models); generate is transformers' generate, which keeps every sequence until "
-        "the last one ends; auto = compact where it applies.",
-    )
-    gpu_memory_utilization: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description="vllm: share of accelerator memory (on CPU: of system RAM, for the KV cache) each agent's engine "
-        "may take; None = 0.45 on GPUs (as the paper's colocated runs), on CPU a share that fits every agent's engine.",
-    )
-    max_model_len: int | None = Field(
-        None,
-        ge=16,
-        description="vllm: longest prompt + completion the engine takes; None = the model's context length "
-        "(max_position_embeddings), at most 8192. A prompt plus cohort.max_new_tokens must fit in it.",
-    )
-    enforce_eager: bool = Field(True, description="vllm: no CUDA graphs / compilation (faster start-up; needed on CPU).")
-    sleep_mode: bool = Field(False, description="vllm on GPUs: free the engine's memory while the agent trains.")
-    tensor_parallel_size: int = Field(1, ge=1, description="vllm: shard each agent's engine over this many of its ranks.")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto",
-        description="vllm: weight dtype of the engine; auto = float32 on CPU, bfloat16 "
-        "on GPUs that support it (the usual rollout precision; the update's importance weights correct the difference), "
-        "else the trained weights' dtype. float32 gives log-prob parity with the trainer.",
-    )
-    max_images_per_prompt: int = Field(
-        4, ge=1, description="vllm, vision-language models: images one prompt may hold (vLLM reserves memory for them)."
-    )
 
     @field_validator("engine")
     @classmethod
@@ -332,10 +296,22 @@ class RolloutConfig(_Strict):
                 except ValidationError as err:
                     where = "; ".join(f"rollout.{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
                     raise ValueError(where) from None
+            if options in (HFOptions, VLLMOptions):
+                self._flatten(name, self.__pydantic_extra__[name])
         return self
+
+    def _flatten(self, name: str, block: BaseModel) -> None:
+        """A built-in engine's block sets its keys flat, where the built-in engines read them."""
+        for key in block.model_fields_set:
+            if key in self.model_fields_set and getattr(self, key) != getattr(block, key):
+                raise ValueError(f"rollout.{key} and rollout.{name}.{key} differ: set one of them")
+            self.__dict__[key] = getattr(block, key)
 
     def block(self, engine: str):
         """Engine `engine`'s option block (its `Options` model): as given, else its defaults."""
+        if engine in ("hf", "vllm"):  # read flat, where a block's keys also land (_flatten)
+            options = HFOptions if engine == "hf" else VLLMOptions
+            return options.model_construct(**{key: getattr(self, key) for key in options.model_fields})
         given = (self.__pydantic_extra__ or {}).get(engine)
         if given is not None:
             return given

@@ -9,6 +9,7 @@ import contextlib
 
 import torch
 
+from corl.engine_options import HFOptions
 from corl.rollout.base import (
     ImagePrompt,
     Prompt,
@@ -131,6 +132,8 @@ class HFGenerateEngine:
     go through the processor with the text, and the rollout keeps the prompt-level inputs
     (`Rollout.vision`) for the update's forward pass.
     """
+
+    Options = HFOptions  # rollout.hf: {...} (or the same keys flat under rollout:)
 
     def __init__(
         self,

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import torch
 
+from corl.engine_options import VLLMOptions
 from corl.rollout.base import (
     ImagePrompt,
     Prompt,
@@ -85,6 +86,8 @@ _LIVE_ENGINES = 0  # vLLM engines open in this process (they share vLLM's proces
 @register_engine("vllm")
 class VLLMEngine:
     """Batched sampling with vLLM, colocated with the trainer that owns `model`."""
+
+    Options = VLLMOptions  # rollout.vllm: {...} (or the same keys flat under rollout:)
 
     def __init__(
         self,
