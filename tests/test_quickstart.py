@@ -10,7 +10,10 @@ from corl.cli import app
 from corl.tracking import read_metrics
 
 DEFAULTS = {"base", "ttrl", "co-rl", "gt"}
-CONTROLS = ("ttrl-matched", "co-rl-frozen-a", "co-rl-frozen-b", "co-rl-votes")  # issue 27
+# issue 27's controls: one trains here (a frozen agent must come out as its base); every control's
+# `corl train` config is checked without training (test_every_control_makes_its_config), and what
+# each option does in training is tested on its own (test_votes_per_prompt.py, test_frozen_peer.py)
+CONTROLS = ("co-rl-frozen-a",)
 
 
 def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatch):
@@ -83,23 +86,35 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
 
 
 def check_controls(out: dict, seed0):
-    """The controls' runs (K = 4, 2 families): what each one's config says, and a frozen agent is its base."""
+    """A frozen agent's run: its config says so, its metrics say so, and it is its base model."""
+    run, frozen = "co-rl-frozen-a", "llama-char"
+    cfg = yaml.safe_load((seed0 / run / "config.yaml").read_text())
+    assert {a["name"]: a["train"] for a in cfg["agents"]} == {"llama-char": False, "qwen2-bpe": True}
+    # the frozen agent is its base model: the same greedy answers on the test split
+    assert out["methods"][run][frozen]["greedy"] == out["methods"]["base"][frozen]["greedy"]
+    assert all(r[f"{frozen}/frozen"] == 1.0 for r in read_metrics(seed0 / run, "train"))
 
-    def cohort(run):
-        return yaml.safe_load((seed0 / run / "config.yaml").read_text())
 
-    for name in ("llama-char", "qwen2-bpe"):  # alone, voting over the cohort's 2 x 4 samples, training on 4
-        cfg = cohort(f"ttrl-matched-{name}")
-        assert [a["name"] for a in cfg["agents"]] == [name] and cfg["cohort"]["label_source"] == "self"
-        assert (cfg["cohort"]["votes_per_prompt"], cfg["cohort"]["samples_per_prompt"]) == (8, 4)
-    cfg = cohort("co-rl-votes")
-    assert (cfg["cohort"]["votes_per_prompt"], cfg["cohort"]["samples_per_prompt"]) == (8, 4)
-    assert cohort("co-rl")["cohort"]["votes_per_prompt"] is None
-    for run, frozen in (("co-rl-frozen-a", "llama-char"), ("co-rl-frozen-b", "qwen2-bpe")):
-        assert {a["name"]: a["train"] for a in cohort(run)["agents"]} == {n: n != frozen for n in ("llama-char", "qwen2-bpe")}
-        # the frozen agent is its base model: the same greedy answers on the test split
-        assert out["methods"][run][frozen]["greedy"] == out["methods"]["base"][frozen]["greedy"]
-        assert all(r[f"{frozen}/frozen"] == 1.0 for r in read_metrics(seed0 / run, "train"))
+def test_every_control_makes_its_config(tmp_path):
+    """The controls' `corl train` configs, K = 4 and 2 families, as `train_method` builds them."""
+    from corl.config import validate_config
+    from corl.studies.quickstart import METHODS, QuickstartOptions, run_config
+
+    opts = QuickstartOptions.smoke(tmp_path)
+    pair = [("llama-char", tmp_path / "a", 0), ("qwen2-bpe", tmp_path / "b", 1)]
+
+    def config(method, group):
+        return validate_config(run_config(method, METHODS[method], group, opts, 0, tmp_path / method, cohort_size=2))
+
+    for one in pair:  # alone, voting over the cohort's 2 x 4 samples, training on 4
+        cfg = config("ttrl-matched", [one])
+        assert [a.name for a in cfg.agents] == [one[0]] and cfg.cohort.label_source == "self"
+        assert (cfg.cohort.votes_per_prompt, cfg.cohort.samples_per_prompt) == (8, 4)
+    cfg = config("co-rl-votes", pair)
+    assert (cfg.cohort.votes_per_prompt, cfg.cohort.samples_per_prompt) == (8, 4)
+    assert config("co-rl", pair).cohort.votes_per_prompt is None
+    for method, frozen in (("co-rl-frozen-a", "llama-char"), ("co-rl-frozen-b", "qwen2-bpe")):
+        assert {a.name: a.train for a in config(method, pair).agents} == {n: n != frozen for n, _, _ in pair}
 
 
 def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():

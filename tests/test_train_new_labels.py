@@ -1,6 +1,7 @@
-"""Every label source and reward of issue 27 trains with `corl train`, run as a user would
-(a subprocess, tiny models, one small step); a confidence reward the group std would cancel is
-refused before any model loads (exit code 2, naming the option)."""
+"""Every label source and reward of issue 27 trains a step with tiny models: the first through
+`corl train` in a subprocess, as a user runs it, the others through the same `launch` in this
+process (a subprocess each would add its start-up, not a check); a confidence reward the group
+std would cancel is refused before any model loads (exit code 2, naming the option)."""
 
 import os
 import subprocess
@@ -39,8 +40,14 @@ def test_corl_train_runs_each_new_option(tmp_path, tiny_models, tiny_data, case)
     raw = tiny_config(tmp_path, tiny_models, tiny_data, agents=agents, cohort={**cohort, **SMALL}, grpo=grpo)
     raw["logging"]["tensorboard"] = False
     raw["data"]["val"] = None
-    done = corl_train(tmp_path, raw)
-    assert done.returncode == 0, done.stdout + done.stderr
+    if case == "random":
+        done = corl_train(tmp_path, raw)
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        from corl.config import validate_config
+        from corl.launch import launch
+
+        launch(validate_config(raw), tmp_path / "run")
     records = read_metrics(tmp_path / "run", "train")
     assert [r["step"] for r in records] == [0]
     for agent in raw["agents"]:
