@@ -8,9 +8,24 @@ from __future__ import annotations
 
 import pytest
 
-from corl.answers import EXTRACTION_MODES, answer_key, extract_answer, grade, is_equivalent
+from corl.answers import EXTRACTION_MODES, answer_key, extract_answer
+from corl.answers import grade as _grade
+from corl.answers import is_equivalent as _is_equivalent
 from corl.labels.vote import majority_vote
 from corl.tasks.math import math_answers
+
+# These tests are about verdicts, not the deadline: on a loaded machine a symbolic check can
+# overrun the 2 s default and be answered False. The deadline's own behaviour is tested in
+# test_answers_properties.py (and timed in benchmarks/answers_deadlines.py).
+GENEROUS_S = 60.0
+
+
+def is_equivalent(pred, gold):
+    return _is_equivalent(pred, gold, timeout=GENEROUS_S)
+
+
+def grade(text, gold, mode="strict"):
+    return _grade(text, gold, timeout=GENEROUS_S, mode=mode)
 
 
 def _params(pairs):
