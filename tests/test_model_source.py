@@ -162,3 +162,6 @@ def test_corl_train_with_a_missing_relative_model_exits_2_naming_the_option(tmp_
     said = " ".join((proc.stdout + proc.stderr).split())
     assert "agents.0.model" in said and "'ckpt/missing' not found" in said, said
     assert f"'{Path(tmp_path).resolve()}/ckpt' has no 'missing'" in said, said
+    # named before the memory plan, which would ask the (unanswering) hub for the folder's
+    # config.json through its retries: ~50 s before the one-line error
+    assert "memory plan" not in said and "Connection refused" not in said, said

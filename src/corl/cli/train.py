@@ -51,9 +51,11 @@ def train(
     from corl.plan import check_before_training
     from corl.tracking_wandb import check_wandb_installed
     from corl.trainer import Preempted
+    from corl.trainer.setup import check_models
 
     try:
         check_wandb_installed(cfg)  # a missing package first: the plan would read every model's config
+        check_models(cfg)  # a model that cannot be found: named at once, not after the plan's hub retries
         check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
     except (DataError, FileNotFoundError, ConfigError) as err:

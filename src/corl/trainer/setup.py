@@ -155,6 +155,12 @@ def preflight(cfg: RunConfig, run_dir: Path, num_rows: int) -> None:
         warnings.warn(message, UserWarning, stacklevel=3)
     check_writable(run_dir)
     check_wandb_installed(cfg)
+    check_models(cfg)
+
+
+def check_models(cfg: RunConfig) -> None:
+    """Every agent's model and tokenizer can be found (a folder here, a cached or reachable hub
+    id, a registered source), else a ConfigError naming the option, in seconds."""
     for i, agent in enumerate(cfg.agents):
         check_model_source(agent.model, f"agents.{i}.model (agent {agent.name!r})")
         if agent.tokenizer:
