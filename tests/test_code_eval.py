@@ -90,11 +90,13 @@ def test_chat_prompt_uses_the_template():
 
 @needs_data
 def test_reference_solutions_pass_the_harness():
-    """HumanEval canonical 164/164 and MBPP test reference code 500/500 through the test harness (a check of
-    the harness, not a model). Only a timeout may fail: MBPP 123 takes ~5 s idle and can pass 15 s on a
-    loaded machine; benchmarks/code_reference.py runs the same with a 60 s limit (500/500)."""
+    """HumanEval canonical 164/164 and every 4th MBPP problem's test reference code (125) through the test
+    harness (a check of the harness, not a model). All 500 MBPP problems run in benchmarks/code_reference.py
+    (500/500, 60 s limit); here a fixed quarter of them, for a quarter of the CI time.
+    Only a timeout may fail: an MBPP program can pass 15 s on a loaded machine."""
     humaneval, mbpp = load_humaneval(DATA / "humaneval" / "test.jsonl"), load_mbpp(DATA / "mbpp" / "test.jsonl")
     assert (len(humaneval), len(mbpp)) == (164, 500)
+    mbpp = mbpp[::4]
     start = time.monotonic()
     with SandboxPool() as pool:
         he = evaluate(humaneval, [[reference_solution(r)] for r in humaneval], "humaneval", pool=pool)
