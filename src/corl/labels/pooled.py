@@ -8,11 +8,9 @@ rule). The agent's own answers never enter its label. With two agents it would b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from corl.labels.registry import LabelSourceSpec, register_label_source
 from corl.labels.sources import thresholded
-from corl.labels.vote import AnswersTable, Labels, Vote, majority_vote
+from corl.labels.vote import AnswersTable, Labels
 
 
 def pooled_teachers(agent: int, num_agents: int) -> tuple[int, ...]:
@@ -22,18 +20,11 @@ def pooled_teachers(agent: int, num_agents: int) -> tuple[int, ...]:
     return tuple(m for m in range(num_agents) if m != agent)
 
 
-def pooled_vote(table: AnswersTable, voters: Sequence[int], prompt: int) -> Vote | None:
-    """One majority vote over the K answers of each of `voters` for `prompt`, pooled in that order."""
-    keys = [key for m in voters for key in table.keys[m][prompt]]
-    answers = [answer for m in voters for answer in table.answers[m][prompt]]
-    return majority_vote(keys, answers)
-
-
 def pooled_labels(table: AnswersTable, min_agreement: float = 0.0) -> Labels:
     """labels[n][b]: the majority of the pooled answers of every agent but n."""
     return [
         [
-            thresholded(pooled_vote(table, pooled_teachers(n, table.num_agents), b), min_agreement)
+            thresholded(table.pooled_majority(pooled_teachers(n, table.num_agents), b), min_agreement)
             for b in range(len(table.prompt_ids))
         ]
         for n in range(table.num_agents)

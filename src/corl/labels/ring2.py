@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from corl.labels.registry import LabelSourceSpec, register_label_source
 from corl.labels.sources import thresholded
-from corl.labels.vote import AnswersTable, Labels, majority_vote
+from corl.labels.vote import AnswersTable, Labels
 
 
 def ring2_teachers(agent: int, num_agents: int) -> tuple[int, int]:
@@ -25,16 +25,13 @@ def ring2_labels(table: AnswersTable, min_agreement: float = 0.0) -> Labels:
     Votes are pooled in that order (n-1's K samples first), so a tie goes to the answer
     agent n-1 wrote first, by `majority_vote`'s first-seen rule.
     """
-    labels: Labels = []
-    for n in range(table.num_agents):
-        first, second = ring2_teachers(n, table.num_agents)
-        row = []
-        for b in range(len(table.prompt_ids)):
-            keys = table.keys[first][b] + table.keys[second][b]
-            answers = table.answers[first][b] + table.answers[second][b]
-            row.append(thresholded(majority_vote(keys, answers), min_agreement))
-        labels.append(row)
-    return labels
+    return [
+        [
+            thresholded(table.pooled_majority(ring2_teachers(n, table.num_agents), b), min_agreement)
+            for b in range(len(table.prompt_ids))
+        ]
+        for n in range(table.num_agents)
+    ]
 
 
 register_label_source(

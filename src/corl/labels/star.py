@@ -1,14 +1,13 @@
 """`star`: one teacher for the whole cohort.
 
 Agent t = cohort.teacher (default 0) labels every other agent with its own majority answer.
-The teacher itself is labelled by the pooled majority of all the others (`pooled_vote`, in
+The teacher itself is labelled by the pooled majority of all the others (`AnswersTable.pooled_majority`, in
 agent order): it must not label itself (that would be TTRL for the teacher, its own errors
 reinforced), and the pooled students are the only label left that is not its own.
 """
 
 from __future__ import annotations
 
-from corl.labels.pooled import pooled_vote
 from corl.labels.registry import LabelContext, LabelSourceSpec, register_label_source
 from corl.labels.sources import thresholded
 from corl.labels.vote import AnswersTable, Labels
@@ -30,7 +29,7 @@ def star_labels(table: AnswersTable, min_agreement: float = 0.0, teacher: int = 
     n_agents = table.num_agents
     return [
         [
-            thresholded(pooled_vote(table, star_teachers(n, n_agents, teacher), b), min_agreement)
+            thresholded(table.pooled_majority(star_teachers(n, n_agents, teacher), b), min_agreement)
             for b in range(len(table.prompt_ids))
         ]
         for n in range(n_agents)

@@ -101,6 +101,13 @@ class AnswersTable:
     def majority(self, agent: int, prompt: int) -> Vote | None:
         return majority_vote(self.keys[agent][prompt], self.answers[agent][prompt])
 
+    def pooled_majority(self, voters: Sequence[int], prompt: int) -> Vote | None:
+        """One vote over the K answers of each of `voters` for `prompt`, pooled in that order (a tie
+        goes to the answer the first of them wrote first: `majority_vote`'s first-seen rule)."""
+        keys = [key for m in voters for key in self.keys[m][prompt]]
+        answers = [answer for m in voters for answer in self.answers[m][prompt]]
+        return majority_vote(keys, answers)
+
 
 # labels[n][b]: the label of agent n for prompt b, or None (unlabeled: reward 0 for all K).
 Labels = list[list[Vote | None]]
