@@ -87,3 +87,20 @@ def test_the_teacher_must_be_an_agent_and_the_card_names_it():
     cfg = validate_config(raw(3, label_source="star", teacher=1))
     assert teachers_text(cfg, 0).startswith("`a1`: its majority answer")
     assert teachers_text(cfg, 1).startswith("`a0` and `a2`: their pooled majority answer")
+
+
+@pytest.mark.parametrize(
+    ("source", "context"), [("pooled", {}), ("star", {"teacher": 0}), ("star", {"teacher": 1}), ("ring2", {}), ("random", {})]
+)
+def test_an_agent_cannot_vote_for_itself(source, context):
+    """A policy's cheapest win would be to label itself: flood its own samples with one answer so
+    that answer becomes its label. Under every peer topology its own answers never reach its label:
+    agent 1 answering "9" K times changes no label of agent 1 (others' labels may move)."""
+    from corl.labels import LabelContext
+
+    spec = label_source_spec(source)
+    flooded = table([["1", "1", "2"]], [["9", "9", "9"]], [["3", "1", None]], [["2", "2", "1"]])
+    honest = table([["1", "1", "2"]], [["2", "3", None]], [["3", "1", None]], [["2", "2", "1"]])
+    label = spec.build(LabelContext(seed=0, **context))
+    assert label(flooded)[1] == label(honest)[1]
+    assert all(v is None or v.key != "9" for v in label(flooded)[1])

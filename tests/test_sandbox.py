@@ -65,7 +65,8 @@ def test_nonzero_exit_is_an_error():
 def test_infinite_loop_times_out_near_the_limit():
     r = run("while True:\n    pass", limits=Limits(wall_s=1.5, cpu_s=30))
     assert r.status is Status.TIMEOUT
-    assert 1.5 <= r.wall_s < 30  # the wall limit stopped it, not the CPU limit (overshoot: benchmarks/)
+    # the wall limit stopped it, not the CPU limit (how far past the limit: benchmarks/sandbox_throughput.py)
+    assert (r.error_kind, r.error_message) == ("timeout", "wall time limit")
 
 
 def test_timeout_kills_descendants_that_left_the_process_group():
