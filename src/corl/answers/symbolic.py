@@ -17,6 +17,7 @@ import atexit
 import functools
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
 import threading
 import time
@@ -132,6 +133,10 @@ class SymbolicPool:
         self.pid = None
         self.broken = False
         atexit.register(self.close)
+        # A multiprocessing worker (a study's job, corl.studies.jobs) runs no atexit hooks: it ends
+        # by joining its children, pebble's workers included, which would wait forever unless
+        # stopped first. Finalizers with an exit priority run before that join.
+        multiprocessing.util.Finalize(self, self.close, exitpriority=10)
 
     def _ready_pool(self):
         """The pool, started and warmed (its start is not counted against any deadline)."""
