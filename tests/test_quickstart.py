@@ -118,13 +118,21 @@ def test_every_control_makes_its_config(tmp_path):
 
 
 def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():
-    from corl.studies.quickstart import predicted_finish
+    from corl.studies.quickstart import predicted_cost
 
     spent = {"ttrl": 70.0, "co-rl": 55.0}
-    assert predicted_finish("gt", spent, 500.0) == 570.0  # each agent alone, like TTRL
-    assert predicted_finish("rent", spent, 10.0) == 80.0
-    assert predicted_finish("co-rl-same-family", spent, 500.0) == 555.0  # the cohort together, like Co-RL
-    assert predicted_finish("gt", {}, 42.0) == 42.0  # nothing measured: run it
+    assert predicted_cost("gt", spent) == 70.0  # each agent alone, like TTRL
+    assert predicted_cost("rent", spent) == 70.0
+    assert predicted_cost("co-rl-same-family", spent) == 55.0  # the cohort together, like Co-RL
+    assert predicted_cost("gt", {}) == 0.0  # nothing measured: run it
+    from corl.studies.quickstart import within_budget
+
+    # two workers, 100 s gone, 200 s allowed: gt ends at 100 + 70/2 = 135, rent at 100 + 140/2 = 170,
+    # co-rl-same-family would end at 100 + 195/2 = 197.5, intuitor (another 70) at 232.5: left out
+    taken, late = within_budget(["gt", "rent", "co-rl-same-family", "intuitor"], spent, 100.0, 200.0, workers=2)
+    assert taken == ["gt", "rent", "co-rl-same-family"] and late == {"intuitor": 232.5}
+    taken, late = within_budget(["gt", "rent"], spent, 100.0, 200.0, workers=1)  # one after the other
+    assert taken == ["gt"] and late == {"rent": 240.0}
 
 
 def test_seeds_are_reported_as_mean_and_population_std(tmp_path):

@@ -38,6 +38,8 @@ from corl.config import RolloutConfig, validate_config
 from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
 from corl.evaluate import accuracy_by_group, grade, sample_answers
 from corl.rollout import SamplingParams, build_engine
+from corl.studies.jobs import Jobs
+from corl.studies.quickstart_cohort import build_cohort
 from corl.studies.quickstart_methods import DEFAULT_METHODS, ESSENTIAL, METHODS, Method
 from corl.studies.quickstart_selection import evaluate_selected, greedy_test_accuracy, selection_logging
 from corl.studies.quickstart_summary import summarize
@@ -123,38 +125,6 @@ def prompts_for(problems: list[Problem], processor=None) -> list:
 
 
 # -- pieces ---------------------------------------------------------------------------------
-
-
-def build_cohort(opts: QuickstartOptions) -> dict[str, Path]:
-    """Each family's pretrained base (cached; rebuilt deterministically when missing)."""
-    if opts.vision:
-        return _build_vision_cohort(opts)
-    from corl.studies.tiny.families import get_family, sibling
-    from corl.studies.tiny.pretrain import ensure_pretrained
-
-    out = {}
-    for name in opts.families:
-        spec = get_family(name)
-        if opts.seed:
-            spec = sibling(spec, spec.seed + 100 * opts.seed)
-        if opts.pretrain_steps is not None:
-            spec = dataclasses.replace(spec, steps=opts.pretrain_steps)
-        out[name] = ensure_pretrained(spec, progress=opts.progress)
-    return out
-
-
-def _build_vision_cohort(opts: QuickstartOptions) -> dict[str, Path]:
-    from corl.studies.tiny_vl.families import get_vl_family, with_seed
-    from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
-
-    out = {}
-    for name in opts.families:
-        spec = get_vl_family(name)
-        if opts.seed:
-            spec = with_seed(spec, spec.seed + 100 * opts.seed)
-        kwargs = {"steps": opts.pretrain_steps} if opts.pretrain_steps is not None else {}
-        out[name] = ensure_pretrained_vl(spec, **kwargs)
-    return out
 
 
 def task_split(
@@ -279,37 +249,59 @@ def run_config(
     return raw
 
 
-def train_method(
-    method: str, cohort: dict[str, Path], opts: QuickstartOptions, seed: int, test, say: Callable[[str], None]
-) -> dict:
-    """Train one method (each agent alone, or the cohort together) and evaluate every agent."""
+def method_groups(method: str, cohort: dict[str, Path]) -> list[list[tuple[str, Path, int]]]:
+    """The runs of `method`: (agent name, base model, seed offset) per agent of each run."""
     spec = METHODS[method]
     names = list(cohort)
     if spec.same_family:
-        groups = [[(f"{names[0]}#0", cohort[names[0]], 0), (f"{names[0]}#1", cohort[names[0]], 1)]]
-    elif spec.together:
-        groups = [[(n, cohort[n], i) for i, n in enumerate(names)]]
-    else:
-        groups = [[(n, cohort[n], 0)] for n in names]
+        return [[(f"{names[0]}#0", cohort[names[0]], 0), (f"{names[0]}#1", cohort[names[0]], 1)]]
+    if spec.together:
+        return [[(n, cohort[n], i) for i, n in enumerate(names)]]
+    return [[(n, cohort[n], 0)] for n in names]
+
+
+def train_group(
+    method: str, group: list[tuple[str, Path, int]], cohort_size: int, opts: QuickstartOptions, seed: int
+) -> tuple[dict, str, float]:
+    """A job: train one run of `method` (one agent alone, or the cohort together) and evaluate
+    each of its agents on the test split; returns (agent -> results, a line for the log, seconds)."""
+    spec = METHODS[method]
+    test = task_split(opts)
+    run_dir = opts.out / f"seed{seed}" / (method if spec.together else f"{method}-{group[0][0]}")
+    cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir, cohort_size), f"quickstart {method}")
+    shutil.rmtree(run_dir, ignore_errors=True)  # a rerun of the study replaces its runs: a run folder holds one run
+    trainer = CohortTrainer(cfg, run_dir)
+    t0 = time.perf_counter()
+    with _step_bar(trainer, opts) as on_step:
+        trainer.train(on_step=on_step)
+    seconds = time.perf_counter() - t0
+    line = f"  {method:<18} {'+'.join(n for n, _, _ in group):<24} {opts.steps} steps in {seconds:5.1f}s"
     results = {}
-    for group in groups:
-        run_dir = opts.out / f"seed{seed}" / (method if spec.together else f"{method}-{group[0][0]}")
-        cfg = validate_config(run_config(method, spec, group, opts, seed, run_dir, len(names)), f"quickstart {method}")
-        shutil.rmtree(run_dir, ignore_errors=True)  # a rerun of the study replaces its runs: a run folder holds one run
-        trainer = CohortTrainer(cfg, run_dir)
-        t0 = time.perf_counter()
-        with _step_bar(trainer, opts) as on_step:
-            trainer.train(on_step=on_step)
-        seconds = time.perf_counter() - t0
-        say(f"  {method:<18} {'+'.join(n for n, _, _ in group):<24} {opts.steps} steps in {seconds:5.1f}s")
-        for agent in trainer.agents.values():
-            results[agent.name] = evaluate_model(agent.model, agent.tokenizer, test, opts, seed=seed, processor=agent.processor)
-            results[agent.name]["run_dir"] = str(run_dir)
-            results[agent.name]["train_seconds"] = round(seconds / len(trainer.agents), 1)
-            results[agent.name]["selection"] = evaluate_selected(
-                run_dir, agent.name, results[agent.name]["greedy"], lambda folder: _folder_accuracy(folder, test, opts)
-            )
-    return results
+    for agent in trainer.agents.values():
+        results[agent.name] = evaluate_model(agent.model, agent.tokenizer, test, opts, seed=seed, processor=agent.processor)
+        results[agent.name]["run_dir"] = str(run_dir)
+        results[agent.name]["train_seconds"] = round(seconds / len(trainer.agents), 1)
+        results[agent.name]["selection"] = evaluate_selected(
+            run_dir, agent.name, results[agent.name]["greedy"], lambda folder: _folder_accuracy(folder, test, opts)
+        )
+    return results, line, time.perf_counter() - t0
+
+
+def train_methods(
+    methods: list[str], cohort: dict[str, Path], opts: QuickstartOptions, seed: int, jobs: Jobs, say: Callable[[str], None]
+) -> tuple[dict[str, dict], dict[str, float]]:
+    """Every run of `methods` side by side, the cohort runs (the longest) first.
+
+    Returns (method -> agent -> results, method -> seconds its runs took, evaluation included)."""
+    calls = [(m, group, len(cohort), opts, seed) for m in methods for group in method_groups(m, cohort)]
+    calls.sort(key=lambda call: -len(call[1]))
+    finished = jobs.map(train_group, calls, on_done=lambda i, result: say(result[1]))
+    results: dict[str, dict] = {}
+    seconds: dict[str, float] = {}
+    for (method, *_), (agents, _, took) in zip(calls, finished):
+        results.setdefault(method, {}).update(agents)
+        seconds[method] = seconds.get(method, 0.0) + took
+    return {m: results[m] for m in methods if m in results}, seconds
 
 
 def _folder_accuracy(folder: Path, test, opts: QuickstartOptions) -> float:
@@ -323,10 +315,21 @@ def _folder_accuracy(folder: Path, test, opts: QuickstartOptions) -> float:
 # -- the study ------------------------------------------------------------------------------------------
 
 
-def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) -> dict:
-    """Every stage of the embedded default; returns the JSON-ready results."""
+def evaluate_base(opts: QuickstartOptions, path: Path) -> tuple[dict, dict, dict]:
+    """A job: a base model on the test split, a second sample of it (the seed-only pair), and on validation."""
     from corl.models import load_agent_policy
 
+    model, tok, processor = load_agent_policy(str(path))
+    test, val = task_split(opts), task_split(opts, "validation", opts.regime_size)
+    return (
+        evaluate_model(model, tok, test, opts, seed=0, processor=processor),
+        evaluate_model(model, tok, test, opts, k=1, seed=2, processor=processor),
+        evaluate_model(model, tok, val, opts, seed=0, processor=processor),
+    )
+
+
+def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) -> dict:
+    """Every stage of the embedded default; returns the JSON-ready results."""
     start = time.perf_counter()
     unknown = [m for m in opts.methods if m not in METHODS]
     if unknown:
@@ -335,46 +338,36 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
     torch.set_flush_denormal(True)
     _quiet_hub_progress_bars()
 
-    say("1/4 cohort: pretraining tiny families (cached after the first run)")
-    cohort = build_cohort(opts)
-    t_cohort = time.perf_counter() - start
-    test = task_split(opts)
-    val = task_split(opts, "validation", opts.regime_size)
+    with Jobs() as jobs:
+        say("1/4 cohort: pretraining tiny families (cached after the first run)")
+        cohort = build_cohort(opts, jobs)
+        t_cohort = time.perf_counter() - start
 
-    say("2/4 base models: accuracy and error decoupling before RL")
-    base, resampled, base_val = {}, {}, {}
-    for name, path in cohort.items():
-        model, tok, processor = load_agent_policy(str(path))
-        base[name] = evaluate_model(model, tok, test, opts, seed=0, processor=processor)
-        resampled[name] = evaluate_model(model, tok, test, opts, k=1, seed=2, processor=processor)
-        base_val[name] = evaluate_model(model, tok, val, opts, seed=0, processor=processor)
-    pairs = decoupling(base, resampled)
-    base_regime = regime(base_val)
-    t_base = time.perf_counter() - start - t_cohort
+        say("2/4 base models: accuracy and error decoupling before RL")
+        evals = jobs.map(evaluate_base, [(opts, path) for path in cohort.values()])
+        base, resampled, base_val = ({name: e[i] for name, e in zip(cohort, evals)} for i in range(3))
+        pairs = decoupling(base, resampled)
+        base_regime = regime(base_val)
+        test = task_split(opts)
+        t_base = time.perf_counter() - start - t_cohort
 
-    say("3/4 training every method under the same budget")
-    per_seed: list[dict] = []
-    skipped: list[str] = []
-    for seed in range(opts.seed, opts.seed + opts.seeds):
-        methods: dict[str, dict] = {"base": base} if "base" in opts.methods else {}
-        spent: dict[str, float] = {}  # seconds of each method's runs and evaluations, this seed
-        for method in opts.methods:
-            if method == "base":
-                continue
-            if method not in ESSENTIAL:
-                finish = predicted_finish(method, spent, time.perf_counter() - start)
-                deadline = opts.budget_s * (seed - opts.seed + 1) / opts.seeds
-                if finish > deadline:
-                    skipped.append(f"{method} (seed {seed}): would end at ~{finish:.0f} s, past the {deadline:.0f} s budget")
-                    say(
-                        f"  {method}: skipped, would end at ~{finish:.0f} s, past the {deadline:.0f} s budget "
-                        f"(raise --budget-minutes to run it)"
-                    )
-                    continue
-            t0 = time.perf_counter()
-            methods[method] = train_method(method, cohort, opts, seed, test, say)
-            spent[method] = time.perf_counter() - t0
-        per_seed.append(methods)
+        say("3/4 training every method under the same budget")
+        per_seed: list[dict] = []
+        skipped: list[str] = []
+        for seed in range(opts.seed, opts.seed + opts.seeds):
+            essential = [m for m in opts.methods if m in ESSENTIAL and m != "base"]
+            methods, spent = train_methods(essential, cohort, opts, seed, jobs, say)
+            deadline = opts.budget_s * (seed - opts.seed + 1) / opts.seeds
+            wanted = [m for m in opts.methods if m not in ESSENTIAL and m != "base"]
+            optional, late = within_budget(wanted, spent, time.perf_counter() - start, deadline, jobs.workers)
+            for method, finish in late.items():
+                skipped.append(f"{method} (seed {seed}): would end at ~{finish:.0f} s, past the {deadline:.0f} s budget")
+                say(
+                    f"  {method}: skipped, would end at ~{finish:.0f} s, past the {deadline:.0f} s budget (raise --budget-minutes to run it)"
+                )
+            methods |= train_methods(optional, cohort, opts, seed, jobs, say)[0]
+            order = [m for m in opts.methods if m in methods]
+            per_seed.append(({"base": base} if "base" in opts.methods else {}) | {m: methods[m] for m in order})
 
     say("4/4 report")
     results = summarize(
@@ -404,11 +397,27 @@ def _step_bar(trainer: CohortTrainer, opts: QuickstartOptions):
         yield bar
 
 
-def predicted_finish(method: str, spent: dict[str, float], elapsed: float) -> float:
-    """When `method` would end if started now: every method has the same budget, so it costs
-    what the essential run of its shape (one agent alone: TTRL; the cohort together: Co-RL)
-    cost this seed; with nothing measured yet, its cost is unknown and taken as 0."""
-    return elapsed + spent.get("co-rl" if METHODS[method].together else "ttrl", 0.0)
+def predicted_cost(method: str, spent: dict[str, float]) -> float:
+    """Seconds `method`'s runs would take: every method has the same budget, so it costs what
+    the essential method of its shape (each agent alone: TTRL; the cohort together: Co-RL) cost
+    this seed; with nothing measured yet, its cost is unknown and taken as 0."""
+    return spent.get("co-rl" if METHODS[method].together else "ttrl", 0.0)
+
+
+def within_budget(
+    methods: list[str], spent: dict[str, float], elapsed: float, deadline: float, workers: int
+) -> tuple[list[str], dict[str, float]]:
+    """(the optional methods to run, method -> predicted end of each one left out): in order, a
+    method is taken if the runs taken so far and its own, spread over the workers, end by `deadline`."""
+    taken, late, cost = [], {}, 0.0
+    for method in methods:
+        finish = elapsed + (cost + predicted_cost(method, spent)) / workers
+        if finish > deadline:
+            late[method] = finish
+            continue
+        taken.append(method)
+        cost += predicted_cost(method, spent)
+    return taken, late
 
 
 def _quiet_hub_progress_bars() -> None:

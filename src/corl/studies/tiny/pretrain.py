@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
@@ -166,15 +167,17 @@ def _progress_bar(spec: FamilySpec, enabled: bool) -> Iterator[Callable[[int, li
         TextColumn("loss {task.fields[loss]}"),
     )
     console = Console(stderr=True)
+    # In a study's worker process (corl.studies.jobs), lines: two live bars would overwrite each other.
+    bar_on = console.is_terminal and multiprocessing.parent_process() is None
     every = max(1, spec.steps // 10)
     start = time.perf_counter()
-    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+    with Progress(*columns, console=console, disable=not bar_on) as bar:
         task = bar.add_task("pretrain", total=spec.steps, loss="-")
 
         def advance(step: int, losses: list[float]) -> None:
             recent = sum(losses[-10:]) / len(losses[-10:])
             bar.update(task, completed=step + 1, loss=f"{recent:.3f}")
-            if not console.is_terminal and ((step + 1) % every == 0 or step + 1 == spec.steps):
+            if not bar_on and ((step + 1) % every == 0 or step + 1 == spec.steps):
                 elapsed = time.perf_counter() - start
                 print(f"pretraining {spec.name}: step {step + 1}/{spec.steps}, loss {recent:.3f}, {elapsed:.0f}s",
                       file=sys.stderr, flush=True)  # fmt: skip

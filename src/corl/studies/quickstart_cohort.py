@@ -1,0 +1,66 @@
+"""The quickstart's cohort: each family's spec as a study pretrains it, and the pretrained bases,
+the missing ones built side by side (corl.studies.jobs)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from corl.studies.jobs import Jobs
+
+if TYPE_CHECKING:
+    from corl.studies.quickstart import QuickstartOptions
+
+
+def family_specs(opts: QuickstartOptions) -> dict[str, object]:
+    """Each family's spec as this study pretrains it (seed siblings for seed > 0; CI's step override)."""
+    if opts.vision:
+        from corl.studies.tiny_vl.families import get_vl_family, with_seed
+
+        get, reseed = get_vl_family, with_seed
+    else:
+        from corl.studies.tiny.families import get_family, sibling
+
+        get, reseed = get_family, sibling
+    specs = {}
+    for name in opts.families:
+        spec = get(name)
+        if opts.seed:
+            spec = reseed(spec, spec.seed + 100 * opts.seed)
+        if opts.pretrain_steps is not None and not opts.vision:
+            spec = dataclasses.replace(spec, steps=opts.pretrain_steps)
+        specs[name] = spec
+    return specs
+
+
+def pretrain_family(opts: QuickstartOptions, spec) -> Path:
+    """One family's pretrained base (a job: cached; built deterministically when missing)."""
+    if opts.vision:
+        from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
+
+        kwargs = {"steps": opts.pretrain_steps} if opts.pretrain_steps is not None else {}
+        return ensure_pretrained_vl(spec, progress=opts.progress, **kwargs)
+    from corl.studies.tiny.pretrain import ensure_pretrained
+
+    return ensure_pretrained(spec, progress=opts.progress)
+
+
+def build_cohort(opts: QuickstartOptions, jobs: Jobs | None = None) -> dict[str, Path]:
+    """Each family's pretrained base, the missing ones built side by side (corl.studies.jobs)."""
+    specs = family_specs(opts)
+    missing = [name for name, spec in specs.items() if not _cached(opts, spec)]
+    with contextlib.nullcontext(jobs) if jobs is not None else Jobs() as pool:
+        pool.map(pretrain_family, [(opts, specs[name]) for name in missing])
+    return {name: pretrain_family(opts, spec) for name, spec in specs.items()}  # all cached now: their paths
+
+
+def _cached(opts: QuickstartOptions, spec) -> bool:
+    if opts.vision:
+        from corl.studies.tiny_vl.pretrain import DONE_FILE, STEPS, vl_cache_path
+
+        return (vl_cache_path(spec, opts.pretrain_steps or STEPS) / DONE_FILE).is_file()
+    from corl.studies.tiny.pretrain import SPEC_FILE, cache_path
+
+    return (cache_path(spec) / SPEC_FILE).is_file()
