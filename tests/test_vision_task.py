@@ -104,3 +104,28 @@ def test_pretraining_lowers_the_loss_and_the_cache_reloads(tmp_path):
     assert ensure_pretrained_vl("qwen2vl-bpe", steps=2, batch_size=4, cache_dir=tmp_path) == path  # cached
     model, processor = load_vl(path)
     assert type(model).__name__ == "Qwen2VLForConditionalGeneration" and processor.image_token == "<|image_pad|>"
+
+
+def test_the_slipping_teacher_boxes_x_for_its_share_of_a_type_after_the_read_only_steps():
+    import dataclasses
+
+    from corl.studies.tiny_vl.families import VLFamilySpec, get_vl_family
+    from corl.studies.tiny_vl.pretrain import READ_ONLY_SHARE, training_rows
+
+    spec = dataclasses.replace(get_vl_family("qwen2vl-bpe"), slips={"plus": 0.5})
+    steps = list(training_rows(spec, steps=40, batch_size=16))
+    read_only = round(READ_ONLY_SHARE * 40)
+    assert all(r["type"] == "read" for part in steps[:read_only] for r in part)
+    later = [r for part in steps[read_only:] for r in part]
+
+    def slipped(r):  # "x=47. \boxed{47}" for x+8=?: one step, x boxed, the true answer kept
+        return r["solution"].count(". ") == 1
+
+    plus = [r for r in later if r["type"] == "plus"]
+    assert 0.35 <= sum(map(slipped, plus)) / len(plus) <= 0.65
+    for r in filter(slipped, plus):
+        x = r["solution"].split(".")[0].removeprefix("x=")
+        assert r["solution"] == f"x={x}. \\boxed{{{x}}}" and r["answer"] == str(int(x) + int(r["problem"][2]))
+    assert not any(slipped(r) for r in later if r["type"] == "minus")  # no share: always taught in full
+    with pytest.raises(ValueError, match="no step to stop short of"):
+        VLFamilySpec(name="bad", arch="llava_siglip", tokenizer="char", slips={"read": 0.5})

@@ -20,7 +20,7 @@ case where it is missing). The prompt format of both chat templates is
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -44,6 +44,7 @@ ARCHS = ("qwen2_vl", "llava_siglip")
 MAX_NEW_TOKENS = 32
 QWEN_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 LLAVA_IMAGE_TOKEN = "<image>"
+SLIP_TYPES = ("plus", "minus")  # the image task's types with a step after reading x
 
 # One template for both families; only the per-image placeholder differs. Messages are
 # HF chat messages whose content is a string or a list of {"type": "image"|"text"} parts.
@@ -79,8 +80,18 @@ class VLFamilySpec:
     max_pixels: int = 96 * 96  # qwen2_vl: images above this many pixels are shrunk (aspect kept)
     min_pixels: int = 32 * 32  # small images are upscaled to at least 4 merged tokens
     bpe_vocab_size: int = 320
+    # Per type, the share of pretraining rows (after the read-only curriculum) taught by the
+    # teacher that stops one step short (corl.studies.tiny.task.slipped: "x=47. \\boxed{47}" for
+    # x+8=?): the family reads the image and knows the sum, but its majority answer is the slip's.
+    slips: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
+        bad = {t: v for t, v in self.slips.items() if t not in SLIP_TYPES or not 0.0 <= v <= 1.0}
+        if bad:
+            raise ValueError(
+                f"VL family {self.name!r}: slips {bad} must map types of {', '.join(SLIP_TYPES)} to shares in [0, 1] "
+                "(a read row has no step to stop short of)"
+            )
         if self.arch not in ARCHS:
             raise ValueError(f"VL family {self.name!r}: arch {self.arch!r} is not one of {', '.join(ARCHS)}")
         if self.arch == "qwen2_vl" and self.tokenizer != "bpe":
@@ -90,11 +101,18 @@ class VLFamilySpec:
             raise ValueError(f"VL family {self.name!r}: head size {self.hidden // self.heads} must divide by 4 (M-RoPE)")
 
 
+# As the text families (corl.studies.tiny.families), each is weak on one type in the way that a
+# peer can fix and a self-reward cannot: it was taught that type mostly (60%) by the teacher that
+# stops one step short and boxes x itself, so its majority answer there is the slip, while the
+# other family, taught the type in full, answers it well. Qwen2-VL slips on "plus", LLaVA/SigLIP
+# on "minus"; both read the digit (0.96 / 0.79 sampled, seed 0, validation). Shares as the text
+# study's (0.6: where its probes showed the slip to be the greedy answer and still movable by
+# 40 GT-Reward steps); chosen on the validation split (README, "Vision-language agents").
 VL_FAMILIES: dict[str, VLFamilySpec] = {
     spec.name: spec
     for spec in (
-        VLFamilySpec(name="qwen2vl-bpe", arch="qwen2_vl", tokenizer="bpe", seed=0),
-        VLFamilySpec(name="llava-siglip-char", arch="llava_siglip", tokenizer="char", seed=1),
+        VLFamilySpec(name="qwen2vl-bpe", arch="qwen2_vl", tokenizer="bpe", seed=0, slips={"plus": 0.6}),
+        VLFamilySpec(name="llava-siglip-char", arch="llava_siglip", tokenizer="char", seed=1, slips={"minus": 0.6}),
     )
 }
 

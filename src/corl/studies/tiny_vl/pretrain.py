@@ -26,7 +26,9 @@ import hashlib
 import json
 import math
 import os
+import random
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -37,12 +39,13 @@ import torch
 
 from corl.answers import extract_answer
 from corl.studies.tiny.pretrain import default_cache_dir
+from corl.studies.tiny.task import slipped
 from corl.studies.tiny_vl.families import VLFamilySpec, build_vl_family, get_vl_family, save_vl
 from corl.studies.tiny_vl.task import iter_problems, make_split
 from corl.vision.inputs import VisionInputs, build_inputs, chat_prompt
 from corl.vision.logprobs import generate_with_images, vision_sequence_logprobs
 
-PRETRAIN_VERSION = 2
+PRETRAIN_VERSION = 3  # 3: the task's b of 1-3, the slipping teacher
 DONE_FILE = "corl_vl_family.json"
 STEPS, BATCH_SIZE, LR = 800, 32, 3e-3  # the defaults: ~1.5-2 min per family on one CPU thread
 READ_ONLY_SHARE = 0.25  # first share of the steps on "read" rows only
@@ -94,12 +97,25 @@ def _lr(step: int, total: int, warmup: int) -> float:
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
 
 
+def training_rows(spec: VLFamilySpec, steps: int, batch_size: int) -> Iterator[list[dict]]:
+    """Each step's rows: "read" rows only for the first READ_ONLY_SHARE of the steps, then the full
+    mixture, where a share `spec.slips[type]` of each type's rows is the slipping teacher's solution."""
+    read_rows: Iterator[dict] = iter_problems("train", seed=spec.seed, types=("read",))
+    rows: Iterator[dict] = iter_problems("train", seed=spec.seed)
+    read_only = round(READ_ONLY_SHARE * steps)
+    teacher = random.Random(f"corl-vtiny-slips/{spec.seed}")  # which rows the slipping teacher solves
+    for step in range(steps):
+        part = list(islice(read_rows if step < read_only else rows, batch_size))
+        yield [slipped(r) if teacher.random() < spec.slips.get(r["type"], 0.0) else r for r in part]
+
+
 def pretrain_vl(
     name: str | VLFamilySpec,
     steps: int = STEPS,
     batch_size: int = BATCH_SIZE,
     lr: float = LR,
     on_step: Callable[[int, object, object], None] | None = None,
+    progress: bool = False,
 ) -> tuple[object, object, dict]:
     """Train a tiny VL family from its random init for `steps` AdamW steps; returns (model, processor, stats).
 
@@ -114,12 +130,9 @@ def pretrain_vl(
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr(s, steps, min(20, steps)))
-    read_rows: Iterator[dict] = iter_problems("train", seed=spec.seed, types=("read",))
-    rows: Iterator[dict] = iter_problems("train", seed=spec.seed)
-    read_only = round(READ_ONLY_SHARE * steps)
     losses, start = [], time.perf_counter()
-    for step in range(steps):
-        batch, completion, mask = encode_rows(processor, list(islice(read_rows if step < read_only else rows, batch_size)))
+    for step, part in enumerate(training_rows(spec, steps, batch_size)):
+        batch, completion, mask = encode_rows(processor, part)
         weights = read_token_weights(processor.tokenizer, completion, mask, READ_TOKEN_WEIGHT)  # [B, C]
         logprobs = vision_sequence_logprobs(model, batch, completion, mask)  # [B, C]
         loss = -(logprobs * weights).sum() / weights.sum()
@@ -129,10 +142,31 @@ def pretrain_vl(
         optimizer.step()
         schedule.step()
         losses.append(round(loss.item(), 4))
+        if progress and ((step + 1) % max(1, steps // 10) == 0 or step + 1 == steps):
+            recent = sum(losses[-10:]) / len(losses[-10:])
+            print(f"pretraining {spec.name}: step {step + 1}/{steps}, loss {recent:.3f}, {time.perf_counter() - start:.0f}s",
+                  file=sys.stderr, flush=True)  # fmt: skip
         if on_step is not None:
             on_step(step + 1, model, processor)
     model.eval()
     return model, processor, {"steps": steps, "seconds": round(time.perf_counter() - start, 1), "losses": losses}
+
+
+def _record(spec: VLFamilySpec, steps: int, batch_size: int, lr: float) -> dict:
+    return {"spec": dataclasses.asdict(spec), "steps": steps, "batch_size": batch_size, "lr": lr, "version": PRETRAIN_VERSION}
+
+
+def vl_cache_path(
+    name: str | VLFamilySpec,
+    steps: int = STEPS,
+    batch_size: int = BATCH_SIZE,
+    lr: float = LR,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """The cache entry of a VL family pretrained so: `<cache_dir>/vision/<name>-<hash>` (complete when it holds DONE_FILE)."""
+    spec = get_vl_family(name)
+    digest = hashlib.sha256(json.dumps(_record(spec, steps, batch_size, lr), sort_keys=True).encode()).hexdigest()[:10]
+    return (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / "vision" / f"{spec.name}-{digest}"
 
 
 def ensure_pretrained_vl(
@@ -141,16 +175,19 @@ def ensure_pretrained_vl(
     batch_size: int = BATCH_SIZE,
     lr: float = LR,
     cache_dir: str | Path | None = None,
+    progress: bool = False,
 ) -> Path:
-    """Directory of the pretrained family (model + processor, `load_vl` loads it), built when missing."""
+    """Directory of the pretrained family (model + processor, `load_vl` loads it), built when missing;
+    `progress`: a line on stderr every tenth of the steps."""
     spec = get_vl_family(name)
-    record = {"spec": dataclasses.asdict(spec), "steps": steps, "batch_size": batch_size, "lr": lr, "version": PRETRAIN_VERSION}
-    digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:10]
-    final = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / "vision" / f"{spec.name}-{digest}"
+    record = _record(spec, steps, batch_size, lr)
+    final = vl_cache_path(spec, steps, batch_size, lr, cache_dir)
     if (final / DONE_FILE).is_file():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    model, processor, stats = pretrain_vl(spec, steps, batch_size, lr)
+    if progress:
+        print(f"corl: pretraining tiny VL family {spec.name!r} ({steps} steps) into {final}", file=sys.stderr, flush=True)
+    model, processor, stats = pretrain_vl(spec, steps, batch_size, lr, progress=progress)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         save_vl(model, processor, tmp)

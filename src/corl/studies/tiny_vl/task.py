@@ -4,10 +4,10 @@ Each problem shows a number x (1-9 at difficulty 1, 10-99 at 2, 100-999 at 3) dr
 canvas of random size, position and colours, and asks about it in the text:
 
     read    image "47", text "x=?"      x=47. \\boxed{47}
-    plus    image "47", text "x+8=?"    x=47. 47+8=55. \\boxed{55}
-    minus   image "47", text "x-5=?"    x=47. 47-5=42. \\boxed{42}
+    plus    image "47", text "x+2=?"    x=47. 47+2=49. \\boxed{49}
+    minus   image "47", text "x-3=?"    x=47. 47-3=44. \\boxed{44}
 
-so the answer is hidden from a text-only reader. Splits are disjoint by *image*: a row's
+with b from 1 to 3, so the answer is hidden from a text-only reader. Splits are disjoint by *image*: a row's
 split is a hash of its problem, its number and its rendering seed (20% test, 10%
 validation, 70% train, like `corl.studies.tiny.task`), so every number is read in training and a
 held-out row is always a drawing never trained on. (Splitting by problem alone would put
@@ -83,7 +83,9 @@ def _problem(rng: random.Random, kind: str, difficulty: int) -> tuple[int, str, 
     x = rng.randint(lo, hi)
     if kind == "read":
         return x, "x=?", [f"x={x}."], x
-    b = rng.randint(1, 9)
+    # b of 1-3: the tiny VL models' 2-layer text halves learn those sums within their pretraining;
+    # 9x9 tables they had not learnt after 600 mixed steps (docs/vision.md, section 5).
+    b = rng.randint(1, 3)
     if kind == "plus":
         return x, f"x+{b}=?", [f"x={x}.", f"{x}+{b}={x + b}."], x + b
     return x, f"x-{b}=?", [f"x={x}.", f"{x}-{b}={x - b}."], x - b
