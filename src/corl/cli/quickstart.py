@@ -51,7 +51,8 @@ def quickstart(
 
     from rich.console import Console
 
-    from corl.studies.quickstart import METHODS, QuickstartOptions, run_quickstart, vision_defaults
+    from corl.studies.quickstart import METHODS, QuickstartOptions, run_quickstart
+    from corl.studies.quickstart_options import vision_defaults
 
     console = Console(stderr=True)
     if agents is not None:

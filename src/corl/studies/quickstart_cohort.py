@@ -6,12 +6,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from corl.studies.jobs import Jobs
-
-if TYPE_CHECKING:
-    from corl.studies.quickstart import QuickstartOptions
+from corl.studies.quickstart_options import QuickstartOptions
 
 
 def family_specs(opts: QuickstartOptions) -> dict[str, object]:
