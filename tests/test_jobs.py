@@ -87,3 +87,59 @@ def test_a_worker_that_started_the_answer_checkers_still_exits(tmp_path):
     proc = subprocess.run([sys.executable, str(script), tests], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["[True,", "True]", "all", "workers", "gone"], proc.stdout
+
+
+def _report_and_wait(folder):
+    import pathlib
+    import time
+
+    (pathlib.Path(folder) / f"{os.getpid()}.pid").write_text("")
+    time.sleep(120)
+
+
+def test_workers_end_when_the_study_is_killed(tmp_path):
+    """A study killed outright (SIGKILL: no cleanup runs) leaves no worker training on."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    script = tmp_path / "study.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            sys.path.insert(0, sys.argv[1])
+            from test_jobs import _report_and_wait
+            from corl.studies.jobs import Jobs
+
+            if __name__ == "__main__":
+                with Jobs(2) as jobs:
+                    jobs.map(_report_and_wait, [(sys.argv[2],), (sys.argv[2],)])
+            """
+        )
+    )
+    tests = str(__import__("pathlib").Path(__file__).parent)
+    study = subprocess.Popen([sys.executable, str(script), tests, str(tmp_path)])
+    try:
+        deadline = time.time() + 120
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        workers = [int(p.stem) for p in tmp_path.glob("*.pid")]
+        assert len(workers) == 2
+    finally:
+        study.send_signal(signal.SIGKILL)
+        study.wait()
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.time() + 30
+    while any(map(alive, workers)) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(map(alive, workers)), workers

@@ -17,9 +17,12 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
+
+_PARENT = 0  # in a worker: the pid of the process that started it
 
 
 def default_workers() -> int:
@@ -44,7 +47,24 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _init_worker() -> None:
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this worker SIGTERM when its parent dies (killed, not only Ctrl-C,
+    which reaches the whole process group), so no orphan goes on training for minutes."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != _PARENT:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _init_worker(parent: int) -> None:
+    global _PARENT
+    _PARENT = parent
+    _die_with_parent()
     import torch
 
     torch.set_num_threads(1)
@@ -87,7 +107,10 @@ class Jobs:
             return results
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(os.getpid(),),
             )
         futures = {self._pool.submit(fn, *args): i for i, args in enumerate(calls)}
         from concurrent.futures import as_completed
