@@ -127,12 +127,20 @@ def test_optional_methods_are_predicted_from_the_essential_run_of_their_shape():
     assert predicted_cost("gt", {}) == 0.0  # nothing measured: run it
     from corl.studies.quickstart import within_budget
 
-    # two workers, 100 s gone, 200 s allowed: gt ends at 100 + 70/2 = 135, rent at 100 + 140/2 = 170,
-    # co-rl-same-family would end at 100 + 195/2 = 197.5, intuitor (another 70) at 232.5: left out
-    taken, late = within_budget(["gt", "rent", "co-rl-same-family", "intuitor"], spent, 100.0, 200.0, workers=2)
-    assert taken == ["gt", "rent", "co-rl-same-family"] and late == {"intuitor": 232.5}
-    taken, late = within_budget(["gt", "rent"], spent, 100.0, 200.0, workers=1)  # one after the other
-    assert taken == ["gt"] and late == {"rent": 240.0}
+    # two workers, 100 s gone, 200 s allowed: rent ends at 100 + 70/2 = 135, intuitor at 100 + 140/2 = 170,
+    # co-rl-same-family would end at 100 + 195/2 = 197.5, co-rewarding-ii (another 70) at 232.5: left out
+    wanted = ["rent", "intuitor", "co-rl-same-family", "co-rewarding-ii"]
+    taken, late = within_budget(wanted, spent, 100.0, 200.0, workers=2)
+    assert taken == wanted[:3] and late == {"co-rewarding-ii": 232.5}
+    taken, late = within_budget(["rent", "intuitor"], spent, 100.0, 200.0, workers=1)  # one after the other
+    assert taken == ["rent"] and late == {"intuitor": 240.0}
+
+
+def test_the_claims_methods_always_run_whatever_the_budget():
+    from corl.studies.quickstart import ESSENTIAL
+    from corl.studies.quickstart_methods import DEFAULT_METHODS
+
+    assert set(DEFAULT_METHODS) <= set(ESSENTIAL)  # a slow machine once dropped GT-Reward, and its claim
 
 
 def test_seeds_are_reported_as_mean_and_population_std(tmp_path):

@@ -35,7 +35,7 @@ def quickstart(
         None, min=0.0, max=1.0, help="Share of the K votes a voting method's label needs (0 = plain majority). Default: 0.6."
     ),
     budget_minutes: float = typer.Option(
-        10.0, help="Wall-time budget: methods beyond base/ttrl/co-rl run only if predicted to finish within it."
+        10.0, help="Wall-time budget: methods beyond base/ttrl/co-rl/gt run only if predicted to finish within it."
     ),
     smoke: bool = typer.Option(False, help="A few steps of every stage (CI): checks the plumbing, not the result."),
     vision: bool = typer.Option(
