@@ -2,6 +2,7 @@
 in the order given, a job's error raised in the caller, one worker = this process."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -54,6 +55,21 @@ def test_corl_jobs_sets_the_number_of_workers(monkeypatch):
     assert default_workers() >= 1
 
 
+def _study(tmp_path, job: str, inside: str, after: str = "pass") -> list[str]:
+    """The command that runs a script importing `job` from this file, then, under `if __name__ ==
+    "__main__":`, the line `inside` with `jobs = Jobs(2)` open and the line `after` once it closed
+    (the script's argv[1]: tmp_path)."""
+    import sys
+
+    script = tmp_path / "study.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        f"from test_jobs import {job}\nfrom corl.studies.jobs import Jobs\n\n"
+        f'if __name__ == "__main__":\n    with Jobs(2) as jobs:\n        {inside}\n    {after}\n'
+    )
+    return [sys.executable, str(script), str(tmp_path)]
+
+
 def _check_with_the_answer_pool(x):
     from corl.answers.symbolic import POOL, Deadline
 
@@ -64,27 +80,10 @@ def test_a_worker_that_started_the_answer_checkers_still_exits(tmp_path):
     """A worker's exit joins its children: the answer checkers' pool must be stopped first (a
     multiprocessing finalizer; atexit hooks do not run in workers), or the study never ends."""
     import subprocess
-    import sys
-    import textwrap
 
-    script = tmp_path / "study.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import sys
-            sys.path.insert(0, sys.argv[1])
-            from test_jobs import _check_with_the_answer_pool
-            from corl.studies.jobs import Jobs
-
-            if __name__ == "__main__":
-                with Jobs(2) as jobs:
-                    print(jobs.map(_check_with_the_answer_pool, [(0,), (1,)]), flush=True)
-                print("all workers gone", flush=True)
-            """
-        )
-    )
-    tests = str(__import__("pathlib").Path(__file__).parent)
-    proc = subprocess.run([sys.executable, str(script), tests], capture_output=True, text=True, timeout=240)
+    inside = "print(jobs.map(_check_with_the_answer_pool, [(0,), (1,)]), flush=True)"
+    cmd = _study(tmp_path, "_check_with_the_answer_pool", inside, after='print("all workers gone", flush=True)')
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["[True,", "True]", "all", "workers", "gone"], proc.stdout
 
@@ -101,27 +100,9 @@ def test_workers_end_when_the_study_is_killed(tmp_path):
     """A study killed outright (SIGKILL: no cleanup runs) leaves no worker training on."""
     import signal
     import subprocess
-    import sys
-    import textwrap
     import time
 
-    script = tmp_path / "study.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import sys
-            sys.path.insert(0, sys.argv[1])
-            from test_jobs import _report_and_wait
-            from corl.studies.jobs import Jobs
-
-            if __name__ == "__main__":
-                with Jobs(2) as jobs:
-                    jobs.map(_report_and_wait, [(sys.argv[2],), (sys.argv[2],)])
-            """
-        )
-    )
-    tests = str(__import__("pathlib").Path(__file__).parent)
-    study = subprocess.Popen([sys.executable, str(script), tests, str(tmp_path)])
+    study = subprocess.Popen(_study(tmp_path, "_report_and_wait", "jobs.map(_report_and_wait, [(sys.argv[1],)] * 2)"))
     try:
         deadline = time.time() + 120
         while len(list(tmp_path.glob("*.pid"))) < 2 and time.time() < deadline:

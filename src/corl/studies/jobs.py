@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 _PARENT = 0  # in a worker: the pid of the process that started it
@@ -113,8 +113,6 @@ class Jobs:
                 initargs=(os.getpid(),),
             )
         futures = {self._pool.submit(fn, *args): i for i, args in enumerate(calls)}
-        from concurrent.futures import as_completed
-
         for future in as_completed(futures):
             i = futures[future]
             results[i] = future.result()  # a job's exception is raised here, with its traceback

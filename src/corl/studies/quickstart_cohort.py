@@ -37,8 +37,7 @@ def pretrain_family(opts: QuickstartOptions, spec) -> Path:
     if opts.vision:
         from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
 
-        kwargs = {"steps": opts.pretrain_steps} if opts.pretrain_steps is not None else {}
-        return ensure_pretrained_vl(spec, progress=opts.progress, **kwargs)
+        return ensure_pretrained_vl(spec, steps=_vl_steps(opts), progress=opts.progress)
     from corl.studies.tiny.pretrain import ensure_pretrained
 
     return ensure_pretrained(spec, progress=opts.progress)
@@ -55,9 +54,16 @@ def build_cohort(opts: QuickstartOptions, jobs: Jobs | None = None) -> dict[str,
 
 def _cached(opts: QuickstartOptions, spec) -> bool:
     if opts.vision:
-        from corl.studies.tiny_vl.pretrain import DONE_FILE, STEPS, vl_cache_path
+        from corl.studies.tiny_vl.pretrain import DONE_FILE, vl_cache_path
 
-        return (vl_cache_path(spec, opts.pretrain_steps or STEPS) / DONE_FILE).is_file()
+        return (vl_cache_path(spec, _vl_steps(opts)) / DONE_FILE).is_file()
     from corl.studies.tiny.pretrain import SPEC_FILE, cache_path
 
     return (cache_path(spec) / SPEC_FILE).is_file()
+
+
+def _vl_steps(opts: QuickstartOptions) -> int:
+    """A VL family's pretraining steps (its spec has none: ensure_pretrained_vl's default, or CI's override)."""
+    from corl.studies.tiny_vl.pretrain import STEPS
+
+    return STEPS if opts.pretrain_steps is None else opts.pretrain_steps
