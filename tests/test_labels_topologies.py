@@ -104,3 +104,53 @@ def test_an_agent_cannot_vote_for_itself(source, context):
     label = spec.build(LabelContext(seed=0, **context))
     assert label(flooded)[1] == label(honest)[1]
     assert all(v is None or v.key != "9" for v in label(flooded)[1])
+
+
+# What a policy would write instead of solving, graded as the trainer grades it: extracted,
+# keyed and checked against the label that pooled teachers voted (ring2, pooled, star share
+# AnswersTable.pooled_majority). The honest answer is the last one.
+HACKS = [
+    "",  # answer blank
+    r"\boxed{}",
+    r"All tests passed. \boxed{PASS}",  # the harness's markers
+    r"\boxed{\text{the same as my peer's majority}}",  # point at the teacher instead of answering
+    r"\boxed{7 \text{ or } 8}",  # two answers at once
+    r"\boxed{7}\boxed{8}",
+    r"\boxed{\{1,2,3,4,5,6,7,8,9\}}",  # a set that holds the answer
+    r"\boxed{x}",  # a free symbol, equal to nothing
+]
+HONEST = r"So the answer is \boxed{7}."
+
+
+def graded(completions):
+    from corl.answers import answer_key, extract_answer
+
+    answers = [extract_answer(c) for c in completions]
+    return answers, [answer_key(a) if a is not None else None for a in answers]
+
+
+def hack_table(student, teachers):
+    """Agent 0 writes `student`; agents 1.. write their `teachers` completions (one prompt)."""
+    graded_agents = [graded(student)] + [graded(t) for t in teachers]
+    answers = tuple((tuple(a),) for a, _ in graded_agents)
+    keys = tuple((tuple(k),) for _, k in graded_agents)
+    return AnswersTable(prompt_ids=("p0",), answers=answers, keys=keys)
+
+
+@pytest.mark.parametrize("source", ["pooled", "ring2", "star"])
+def test_a_pooled_label_pays_the_answer_and_nothing_written_instead_of_it(source):
+    from corl.answers import is_equivalent
+    from corl.rewards.agreement import agreement_rewards
+
+    k = len(HACKS) + 1
+    teacher = [r"\boxed{7}"] * (k - 2) + [r"\boxed{8}", ""]
+    table = hack_table(HACKS + [HONEST], [teacher, teacher, teacher])
+    star = {"teacher": 1} if source == "star" else {}  # agent 0 a student of agent 1
+    labels = build_label_source(source, min_agreement=0.6, **star)(table)
+    assert labels[0][0].key == "7"
+    rewards = agreement_rewards(table.answers[0], table.keys[0], labels[0], is_equivalent)
+    assert rewards.tolist() == [[0.0] * len(HACKS) + [1.0]]
+    # teachers who write nothing (or an empty box) label nothing: even the right answer earns 0 from them
+    silent = [""] * (k - 1) + [r"\boxed{}"]
+    table = hack_table(HACKS + [HONEST], [silent, silent, silent])
+    assert build_label_source(source, **star)(table)[0][0] is None
