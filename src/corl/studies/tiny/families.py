@@ -181,10 +181,14 @@ FAMILIES: dict[str, FamilySpec] = {
             name="gpt2-char",
             arch="gpt2",
             tokenizer="char",
-            mixture={"arith": 0.3, "linear": 0.05, "mod": 0.45, "digitsum": 0.2},
-            steps=600,
+            mixture={"arith": 0.2, "linear": 0.3, "mod": 0.2, "digitsum": 0.3},
+            steps=750,
             seed=2,
-            notes="GPT-2-style (learned positions, GELU, LayerNorm); a third view of the hard types (arithmetic, remainders).",
+            notes="GPT-2-style (learned positions, GELU, LayerNorm); strong on linear equations and digit sums, "
+            "weak on arithmetic chains and remainders (a fifth of its rows each). In the three-agent ring "
+            "llama-char <- gpt2-char <- qwen2-bpe <- llama-char it teaches llama-char the equations its slipping "
+            "teacher left it, and learns chains and remainders from qwen2-bpe; strong on the digit sums qwen2-bpe "
+            "slips on, so few of its samples carry that slip for qwen2-bpe's labels to reward.",
             **_SMALL,
         ),
     )
