@@ -23,6 +23,14 @@ import corl.studies.plugins  # noqa: F401
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch):
+    """Rich wraps to the terminal's width, 80 columns where there is none (an xdist worker's
+    pipes): one width for every test, wide enough that no message is folded inside a path a
+    test looks for. Per test, so pytest's own progress lines keep the real terminal's width."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 def _format_sft(model, tokenizer, problems: list[str], steps: int = 60, seed: int = 0) -> None:
     rng = random.Random(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
