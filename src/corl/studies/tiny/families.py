@@ -181,14 +181,16 @@ FAMILIES: dict[str, FamilySpec] = {
             name="gpt2-char",
             arch="gpt2",
             tokenizer="char",
-            mixture={"arith": 0.2, "linear": 0.3, "mod": 0.2, "digitsum": 0.3},
+            mixture={"arith": 0.05, "linear": 0.25, "mod": 0.45, "digitsum": 0.25},
+            slips={"mod": 0.45},
             steps=750,
             seed=2,
             notes="GPT-2-style (learned positions, GELU, LayerNorm); strong on linear equations and digit sums, "
-            "weak on arithmetic chains and remainders (a fifth of its rows each). In the three-agent ring "
-            "llama-char <- gpt2-char <- qwen2-bpe <- llama-char it teaches llama-char the equations its slipping "
-            "teacher left it, and learns chains and remainders from qwen2-bpe; strong on the digit sums qwen2-bpe "
-            "slips on, so few of its samples carry that slip for qwen2-bpe's labels to reward.",
+            "taught remainders partly by the slipping teacher (it boxes d*q, not the remainder), and barely "
+            "arithmetic chains. In the three-agent ring llama-char <- gpt2-char <- qwen2-bpe <- llama-char it "
+            "teaches llama-char the equations its slipping teacher left it and learns remainders from qwen2-bpe; "
+            "strong on the digit sums qwen2-bpe slips on, so few of its samples carry that slip for qwen2-bpe's "
+            "labels to reward.",
             **_SMALL,
         ),
     )
