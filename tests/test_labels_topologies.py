@@ -122,19 +122,13 @@ HACKS = [
 HONEST = r"So the answer is \boxed{7}."
 
 
-def graded(completions):
-    from corl.answers import answer_key, extract_answer
-
-    answers = [extract_answer(c) for c in completions]
-    return answers, [answer_key(a) if a is not None else None for a in answers]
-
-
 def hack_table(student, teachers):
-    """Agent 0 writes `student`; agents 1.. write their `teachers` completions (one prompt)."""
-    graded_agents = [graded(student)] + [graded(t) for t in teachers]
-    answers = tuple((tuple(a),) for a, _ in graded_agents)
-    keys = tuple((tuple(k),) for _, k in graded_agents)
-    return AnswersTable(prompt_ids=("p0",), answers=answers, keys=keys)
+    """Agent 0 writes `student`; agents 1.. write their `teachers` completions (one prompt), each
+    graded by the trainer's math task (corl.tasks.math.math_answers)."""
+    from corl.tasks.math import math_answers
+
+    graded = [math_answers(texts, [None], len(texts)) for texts in [student, *teachers]]
+    return AnswersTable(prompt_ids=("p0",), answers=tuple(tuple(a) for a, _ in graded), keys=tuple(tuple(k) for _, k in graded))
 
 
 @pytest.mark.parametrize("source", ["pooled", "ring2", "star"])
