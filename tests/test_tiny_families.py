@@ -226,3 +226,34 @@ def test_pretraining_batches_hold_the_slipping_teachers_share(share, low, high):
             slips[kind].append(completion.count(". ") == 1)
     assert low <= sum(slips["mod"]) / len(slips["mod"]) <= high
     assert not any(slips["linear"])  # a type without a slip share is always taught in full
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_pretraining_passes_sum_to_the_whole_batchs_gradient(arch):
+    spec = _tiny_spec(arch=arch, tokenizer="bpe" if arch == "qwen2" else "char", batch_size=24,
+                      mixture={t: 1.0 for t in TYPES})  # fmt: skip
+    tok = build_tokenizer(spec)
+    batch = next(pretrain_module.training_batches(spec, tok))
+    passes = pretrain_module.length_passes(batch, rows=5)
+    assert [len(p["input_ids"]) for p in passes] == [5, 5, 5, 5, 4]
+    # every row once, and trimming dropped padding only: the same completion tokens in all
+    assert sum(int(p["attention_mask"].sum()) for p in passes) == int(batch["attention_mask"].sum())
+    assert sum(int((p["labels"] != -100).sum()) for p in passes) == int((batch["labels"] != -100).sum())
+    assert sum(p["input_ids"].numel() for p in passes) < 0.9 * batch["input_ids"].numel()  # mixed lengths: padding saved
+
+    def gradients(fn):
+        model = build_random_model(arch, tok, seed=3, **SMALL)
+        model.train()
+        loss = fn(model)
+        return float(loss.detach()), [p.grad.clone() for p in model.parameters()]
+
+    def one_pass(model):
+        loss = model(**batch).loss
+        loss.backward()
+        return loss
+
+    whole_loss, whole = gradients(one_pass)
+    parts_loss, parts = gradients(lambda model: pretrain_module.accumulate_gradients(model, batch, rows=5))
+    assert parts_loss == pytest.approx(whole_loss, rel=1e-5)
+    for a, b in zip(whole, parts):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
