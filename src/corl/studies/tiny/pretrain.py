@@ -80,13 +80,12 @@ def training_batches(spec: FamilySpec, tokenizer: PreTrainedTokenizerBase) -> It
     teacher = random.Random(f"corl-tiny-slips/{spec.seed}")  # which rows the slipping teacher solves
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     while True:
-        seqs = []
-        for row in islice(rows, spec.batch_size):
-            if teacher.random() < spec.slips.get(row["type"], 0.0):
-                row = slipped(row)
-            prompt = tokenizer.encode(prompt_text(row["problem"]), add_special_tokens=False)
-            completion = tokenizer.encode(row["solution"], add_special_tokens=False) + [eos]
-            seqs.append((prompt, completion))
+        batch = [slipped(r) if teacher.random() < spec.slips.get(r["type"], 0.0) else r for r in islice(rows, spec.batch_size)]
+        # one call per batch: the fast tokenizer encodes a list in Rust at half the cost of
+        # row-by-row calls (the same ids; ~10% of a step otherwise)
+        prompts = tokenizer([prompt_text(r["problem"]) for r in batch], add_special_tokens=False)["input_ids"]
+        completions = tokenizer([r["solution"] for r in batch], add_special_tokens=False)["input_ids"]
+        seqs = [(p, c + [eos]) for p, c in zip(prompts, completions)]
         width = max(len(p) + len(c) for p, c in seqs)
         input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
         labels = torch.full((len(seqs), width), -100, dtype=torch.long)
