@@ -3,13 +3,16 @@
     python benchmarks/pretrain_speed.py                    # llama-char and qwen2-bpe, 40 steps each
     python benchmarks/pretrain_speed.py --steps 60 --families llama-char gpt2-char
 
-Two comparisons on the real pretraining step (corl.studies.tiny.pretrain.training_batches):
+Three comparisons on the real pretraining step (corl.studies.tiny.pretrain.training_batches):
 1. one thread vs all cores' threads for one process (torch's intra-op parallelism), per family;
 2. the study's schedule (corl.studies.jobs): every family at once, a process each on one thread,
-   vs one after the other on all threads: the wall time of pretraining the cohort.
+   vs one after the other on all threads: the wall time of pretraining the cohort;
+3. per family on one thread, each step's batch in one forward pass vs in the length-sorted passes
+   of ROWS_PER_PASS rows that pretraining runs (the same gradient, less padding), alternating.
 Prints ratios; the absolute seconds depend on the machine and its load (printed too).
 (Batches grouped by length were tried and dropped: on the tiny task a row's length gives away
-its type, so such batches held one type each and the bases learned a fraction of what they do.)
+its type, so such batches held one type each and the bases learned a fraction of what they do.
+The passes of 3. sort rows within each step's batch: every step still sees the whole mixture.)
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from itertools import islice
 import torch
 
 
-def _steps(name: str, steps: int, threads: int) -> float:
-    """Median seconds per step of `steps` pretraining steps (after 3 warm-up steps)."""
+def _steps(name: str, steps: int, threads: int, passes: bool = True) -> float:
+    """Median seconds per step of `steps` pretraining steps (after 3 warm-up steps); `passes`:
+    the step as pretraining runs it (length-sorted passes), else the batch in one forward pass."""
     import corl.studies.tiny.pretrain as pretrain
     from corl.studies.tiny.families import build_random_model, get_family
 
@@ -37,9 +41,11 @@ def _steps(name: str, steps: int, threads: int) -> float:
     times = []
     for batch in islice(pretrain.training_batches(spec, tok), steps):
         t0 = time.perf_counter()
-        loss = model(**batch).loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if passes:
+            pretrain.accumulate_gradients(model, batch)
+        else:
+            model(**batch).loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         times.append(time.perf_counter() - t0)
@@ -82,6 +88,16 @@ def main() -> None:
         f"side by side, a process each on 1 thread, {side_by_side:.1f} s (worker start-up included): "
         f"{side_by_side / serial:.2f}x"
     )
+
+    from corl.studies.tiny.pretrain import ROWS_PER_PASS
+
+    print(f"\n| family | one pass per step | passes of {ROWS_PER_PASS} rows | passes / one pass (median of 3 alternations) |")
+    print("|---|---|---|---|")
+    for name in args.families:
+        pairs = [(_steps(name, args.steps, 1, passes=False), _steps(name, args.steps, 1)) for _ in range(3)]
+        ratio = statistics.median(b / a for a, b in pairs)
+        one, parts = statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
+        print(f"| {name} | {one * 1000:.0f} ms | {parts * 1000:.0f} ms | {ratio:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The embedded default: a miniature of the paper's study that runs on a laptop CPU.
 
-    corl quickstart                 # 8-14 min on 2 cores, first run (pretraining) included (README)
+    corl quickstart                 # ~5 min on 2 cores, first run (pretraining) included (README, "Time")
     corl quickstart --json          # one JSON object with every measured number
     corl quickstart --seeds 3       # mean +- std over RL seeds
     corl quickstart --vision        # the same study with tiny vision-language agents on an image task
