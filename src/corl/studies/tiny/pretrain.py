@@ -46,7 +46,7 @@ PRETRAIN_VERSION = 3  # bump when this file changes what a spec trains to (inval
 # rows, each trimmed to its own longest row, their gradients summed into the one step. The
 # step's gradient is the whole batch's (up to float summation order), but the padding goes:
 # a batch of 128 tiny-task rows is ~35% padding, its passes of 32 ~5%
-# (benchmarks/pretrain_speed.py: 1.2-1.5x faster steps on one thread).
+# (benchmarks/pretrain_speed.py: 0.66x / 0.86x the step time for llama-char / qwen2-bpe).
 ROWS_PER_PASS = 32
 BPE_CORPUS_ROWS = 4000
 BPE_CORPUS_SEED = 1  # fixed, so seed siblings of a BPE family share its tokenizer
