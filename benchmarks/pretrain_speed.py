@@ -2,13 +2,17 @@
 
     python benchmarks/pretrain_speed.py                    # llama-char and qwen2-bpe, 40 steps each
     python benchmarks/pretrain_speed.py --steps 60 --families llama-char gpt2-char
+    python benchmarks/pretrain_speed.py --families llama-char qwen2-bpe gpt2-char --only rounds
 
-Three comparisons on the real pretraining step (corl.studies.tiny.pretrain.training_batches):
+Comparisons on the real pretraining step (corl.studies.tiny.pretrain.training_batches):
 1. one thread vs all cores' threads for one process (torch's intra-op parallelism), per family;
 2. the study's schedule (corl.studies.jobs): every family at once, a process each on one thread,
    vs one after the other on all threads: the wall time of pretraining the cohort;
 3. per family on one thread, each step's batch in one forward pass vs in the length-sorted passes
-   of ROWS_PER_PASS rows that pretraining runs (the same gradient, less padding), alternating.
+   of ROWS_PER_PASS rows that pretraining runs (the same gradient, less padding), alternating;
+4. ("rounds", with more families than cores, as the three-agent ring on 2 cores) a worker per
+   core, the families in rounds, vs a worker per family started together
+   (corl.studies.quickstart_cohort.builder_pool), alternating.
 Prints ratios; the absolute seconds depend on the machine and its load (printed too).
 (Batches grouped by length were tried and dropped: on the tiny task a row's length gives away
 its type, so such batches held one type each and the bases learned a fraction of what they do.
@@ -63,41 +67,77 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", nargs="+", default=["llama-char", "qwen2-bpe"])
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--only", choices=list(COMPARISONS), nargs="+", default=list(COMPARISONS), help="Run these only.")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"cores {cores}; load average {os.getloadavg()[0]:.2f}; {args.steps} steps per measurement\n")
+    for name in args.only:
+        COMPARISONS[name](args.families, args.steps, cores)
+
+
+def _compare_threads(families: list[str], steps: int, cores: int) -> None:
     print(f"| family | step on {cores} threads | on 1 thread | 1 thread / {cores} threads |")
     print("|---|---|---|---|")
-    for name in args.families:
-        many = _steps(name, args.steps, cores)
-        one = _steps(name, args.steps, 1)
+    for name in families:
+        many = _steps(name, steps, cores)
+        one = _steps(name, steps, 1)
         print(f"| {name} | {many * 1000:.0f} ms | {one * 1000:.0f} ms | {one / many:.2f}x |")
 
+
+def _compare_schedule(families: list[str], steps: int, cores: int) -> None:
     from corl.studies.jobs import Jobs
 
     t0 = time.perf_counter()
-    for name in args.families:
-        _steps(name, args.steps, cores)
+    for name in families:
+        _steps(name, steps, cores)
     serial = time.perf_counter() - t0
     t0 = time.perf_counter()
-    with Jobs(min(cores, len(args.families))) as jobs:
-        jobs.map(_job, [(name, args.steps) for name in args.families])
+    with Jobs(min(cores, len(families))) as jobs:
+        jobs.map(_job, [(name, steps) for name in families])
     side_by_side = time.perf_counter() - t0
     print(
-        f"\nthe cohort's {args.steps} steps each: one after the other on {cores} threads {serial:.1f} s; "
+        f"\nthe cohort's {steps} steps each: one after the other on {cores} threads {serial:.1f} s; "
         f"side by side, a process each on 1 thread, {side_by_side:.1f} s (worker start-up included): "
         f"{side_by_side / serial:.2f}x"
     )
 
+
+def _compare_passes(families: list[str], steps: int, cores: int) -> None:
     from corl.studies.tiny.pretrain import ROWS_PER_PASS
 
     print(f"\n| family | one pass per step | passes of {ROWS_PER_PASS} rows | passes / one pass (median of 3 alternations) |")
     print("|---|---|---|---|")
-    for name in args.families:
-        pairs = [(_steps(name, args.steps, 1, passes=False), _steps(name, args.steps, 1)) for _ in range(3)]
+    for name in families:
+        pairs = [(_steps(name, steps, 1, passes=False), _steps(name, steps, 1)) for _ in range(3)]
         ratio = statistics.median(b / a for a, b in pairs)
         one, parts = statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
         print(f"| {name} | {one * 1000:.0f} ms | {parts * 1000:.0f} ms | {ratio:.2f}x |")
+
+
+def _compare_rounds(families: list[str], steps: int, cores: int) -> None:
+    from corl.studies.jobs import Jobs
+
+    if len(families) <= cores:
+        print(f"\nrounds: {len(families)} families on {cores} cores run in one round either way (give more families)")
+        return
+
+    def wall(workers: int) -> float:
+        t0 = time.perf_counter()
+        with Jobs(workers) as jobs:
+            jobs.map(_job, [(name, steps) for name in families])
+        return time.perf_counter() - t0
+
+    pairs = [(wall(cores), wall(len(families))) for _ in range(2)]
+    ratio = statistics.median(b / a for a, b in pairs)
+    rounds, together = statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
+    print(
+        f"\n{len(families)} families, {steps} steps each, a process each on 1 thread (worker start-up included): "
+        f"{cores} workers, in rounds, {rounds:.1f} s; {len(families)} workers, together, {together:.1f} s: "
+        f"{ratio:.2f}x (median of 2 alternations)"
+    )
+
+
+COMPARISONS = {"threads": _compare_threads, "schedule": _compare_schedule, "passes": _compare_passes, "rounds": _compare_rounds}
 
 
 if __name__ == "__main__":

@@ -190,3 +190,32 @@ def test_quickstart_vision_smoke_runs_every_method_with_vision_language_agents(t
         assert (final / agent / "preprocessor_config.json").is_file() or (final / agent / "processor_config.json").is_file()
     assert len(read_metrics(run, "train")) == 2
     assert "Table 1" in (tmp_path / "qsv" / "report.md").read_text()
+
+
+def test_more_missing_families_than_workers_are_built_together(tmp_path, monkeypatch):
+    """Three families on two workers (the three-agent ring on 2 cores): a worker each, started
+    together rather than in two rounds with a core idle through the second."""
+    import dataclasses
+
+    from corl.studies.jobs import Jobs
+    from corl.studies.quickstart import QuickstartOptions
+    from corl.studies.quickstart_cohort import build_cohort, builder_pool
+
+    two = Jobs(2)
+    with builder_pool(two, 2) as pool:
+        assert pool is two
+    with builder_pool(two, 3) as pool:
+        assert pool is not two and pool.workers == 3
+    with builder_pool(two, 9) as pool:
+        assert pool.workers == 4  # at most twice the workers
+    with builder_pool(Jobs(1), 3) as pool:
+        assert pool.workers == 1  # CORL_JOBS=1: everything in this process
+
+    monkeypatch.setenv("CORL_CACHE", str(tmp_path / "cache"))
+    families = ("llama-char", "qwen2-bpe", "gpt2-char")
+    opts = dataclasses.replace(QuickstartOptions.smoke(tmp_path / "qs"), families=families)
+    with Jobs(2) as jobs:
+        cohort = build_cohort(opts, jobs)
+        assert jobs._pool is None  # the study's own workers never started: the builders' pool built all three
+    assert list(cohort) == list(families)
+    assert all((cohort[name] / "config.json").is_file() and str(tmp_path) in str(cohort[name]) for name in families)
