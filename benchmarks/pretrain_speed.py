@@ -2,7 +2,7 @@
 
     python benchmarks/pretrain_speed.py                    # llama-char and qwen2-bpe, 40 steps each
     python benchmarks/pretrain_speed.py --steps 60 --families llama-char gpt2-char
-    python benchmarks/pretrain_speed.py --families llama-char qwen2-bpe gpt2-char --only rounds
+    python benchmarks/pretrain_speed.py --families llama-char qwen2-bpe gpt2-char --only rounds --steps 100
 
 Comparisons on the real pretraining step (corl.studies.tiny.pretrain.training_batches):
 1. one thread vs all cores' threads for one process (torch's intra-op parallelism), per family;
@@ -11,8 +11,9 @@ Comparisons on the real pretraining step (corl.studies.tiny.pretrain.training_ba
 3. per family on one thread, each step's batch in one forward pass vs in the length-sorted passes
    of ROWS_PER_PASS rows that pretraining runs (the same gradient, less padding), alternating;
 4. ("rounds", with more families than cores, as the three-agent ring on 2 cores) a worker per
-   core, the families in rounds, vs a worker per family started together
-   (corl.studies.quickstart_cohort.builder_pool), alternating.
+   core, the families in rounds, vs the pool the study builds them in
+   (corl.studies.quickstart_cohort.builder_pool: a worker per family, started together), alternating;
+   the extra workers' start-up costs a few seconds, so short builds (a few steps) come out slower.
 Prints ratios; the absolute seconds depend on the machine and its load (printed too).
 (Batches grouped by length were tried and dropped: on the tiny task a row's length gives away
 its type, so such batches held one type each and the bases learned a fraction of what they do.
@@ -25,6 +26,7 @@ import argparse
 import os
 import statistics
 import time
+from contextlib import nullcontext
 from itertools import islice
 
 import torch
@@ -116,24 +118,25 @@ def _compare_passes(families: list[str], steps: int, cores: int) -> None:
 
 def _compare_rounds(families: list[str], steps: int, cores: int) -> None:
     from corl.studies.jobs import Jobs
+    from corl.studies.quickstart_cohort import builder_pool
 
     if len(families) <= cores:
         print(f"\nrounds: {len(families)} families on {cores} cores run in one round either way (give more families)")
         return
 
-    def wall(workers: int) -> float:
+    def wall(together: bool) -> tuple[float, int]:
         t0 = time.perf_counter()
-        with Jobs(workers) as jobs:
+        with Jobs(cores) as study, builder_pool(study, len(families)) if together else nullcontext(study) as jobs:
             jobs.map(_job, [(name, steps) for name in families])
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, jobs.workers
 
-    pairs = [(wall(cores), wall(len(families))) for _ in range(2)]
-    ratio = statistics.median(b / a for a, b in pairs)
-    rounds, together = statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
+    pairs = [(wall(False), wall(True)) for _ in range(2)]
+    ratio = statistics.median(b[0] / a[0] for a, b in pairs)
+    rounds, together = statistics.median(a[0] for a, _ in pairs), statistics.median(b[0] for _, b in pairs)
     print(
         f"\n{len(families)} families, {steps} steps each, a process each on 1 thread (worker start-up included): "
-        f"{cores} workers, in rounds, {rounds:.1f} s; {len(families)} workers, together, {together:.1f} s: "
-        f"{ratio:.2f}x (median of 2 alternations)"
+        f"{cores} workers, in rounds, {rounds:.1f} s; the study's builder pool ({pairs[0][1][1]} workers), together, "
+        f"{together:.1f} s: {ratio:.2f}x (median of 2 alternations)"
     )
 
 
