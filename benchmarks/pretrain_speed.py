@@ -1,8 +1,8 @@
 """Threads or processes for the tiny families' pretraining, each measured against a baseline of the same run.
 
     python benchmarks/pretrain_speed.py                    # llama-char and qwen2-bpe, 40 steps each
-    python benchmarks/pretrain_speed.py --steps 60 --families llama-char gpt2-char
-    python benchmarks/pretrain_speed.py --families llama-char qwen2-bpe gpt2-char --only rounds --steps 100
+    python benchmarks/pretrain_speed.py --steps 60 --families llama-char gemma-bpe
+    python benchmarks/pretrain_speed.py --families llama-char qwen2-bpe gemma-bpe --only rounds --steps 100
 
 Comparisons on the real pretraining step (corl.studies.tiny.pretrain.training_batches):
 1. one thread vs all cores' threads for one process (torch's intra-op parallelism), per family;

@@ -212,7 +212,7 @@ def test_more_missing_families_than_workers_are_built_together(tmp_path, monkeyp
         assert pool.workers == 1  # CORL_JOBS=1: everything in this process
 
     monkeypatch.setenv("CORL_CACHE", str(tmp_path / "cache"))
-    families = ("llama-char", "qwen2-bpe", "gpt2-char")
+    families = ("llama-char", "qwen2-bpe", "gemma-bpe")
     opts = dataclasses.replace(QuickstartOptions.smoke(tmp_path / "qs"), families=families)
     with Jobs(2) as jobs:
         cohort = build_cohort(opts, jobs)

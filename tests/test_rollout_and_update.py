@@ -142,17 +142,32 @@ def with_lengths(r, lengths):
     )
 
 
-@pytest.mark.parametrize("family", ["llama-char", "qwen2-bpe"])
+@pytest.fixture(scope="module")
+def gemma_model(tiny_models, tmp_path_factory):
+    """A random Gemma (the ring's third family's architecture) with qwen2-bpe's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from corl.studies.tiny.families import build_random_model
+
+    tok = AutoTokenizer.from_pretrained(tiny_models["qwen2-bpe"])
+    folder = tmp_path_factory.mktemp("gemma")
+    build_random_model("gemma", tok, hidden=64, layers=2, heads=4, ffn=128, seed=5).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("family", ["llama-char", "qwen2-bpe", "gemma"])
 @pytest.mark.parametrize("path", ["chunked head", "plain forward"])
-def test_sequence_logprobs_equal_the_full_logits(tiny_models, family, path, monkeypatch):
-    model, _ = load_policy(str(tiny_models[family]))
-    agent = make_agent(tiny_models[family])
+def test_sequence_logprobs_equal_the_full_logits(tiny_models, gemma_model, family, path, monkeypatch):
+    folder = gemma_model if family == "gemma" else tiny_models[family]
+    agent = make_agent(folder)
     r = rollout_of(agent)
     monkeypatch.setattr(agent_module, "LOGIT_CHUNK_ELEMENTS", 1)  # one position per chunk
     if path == "plain forward":  # a model type the chunked head does not know
         monkeypatch.setattr(agent_module, "PLAIN_HEAD_MODEL_TYPES", frozenset())
     rows = torch.arange(12)
     with torch.no_grad():
+        assert (agent_module.completion_hidden(agent.model, r, rows, 3) is None) == (path == "plain forward")
         expected = full_logprobs(agent.model, r, 0.7)
         torch.testing.assert_close(sequence_logprobs(agent.model, r, rows, 0.7), expected, atol=1e-5, rtol=0)
         torch.testing.assert_close(

@@ -2,7 +2,7 @@
 
     corl diversity --models Qwen/Qwen2.5-3B meta-llama/Llama-3.2-3B-Instruct \\
         --data math/train.jsonl --filter level=3,4,5 --n 500 --anchor Qwen/Qwen2.5-3B
-    corl diversity --models tiny:llama-char tiny:qwen2-bpe tiny:gpt2-char --data FILE --seed-pairs
+    corl diversity --models tiny:llama-char tiny:qwen2-bpe tiny:gemma-bpe --data FILE --seed-pairs
     corl diversity --models A B --data FILE --json > study.json    # one JSON object on stdout
 
 One sampled answer per problem and model (cached under OUT/cache, so adding a model to a

@@ -20,7 +20,7 @@ def quickstart(
     ),
     families: str = typer.Option("llama-char,qwen2-bpe", help="Comma-separated tiny families (corl.studies.tiny.families)."),
     agents: int | None = typer.Option(
-        None, min=2, max=3, help="Cohort size with the built-in families: 2 (llama-char, qwen2-bpe) or 3 (+ gpt2-char: a ring)."
+        None, min=2, max=3, help="Cohort size with the built-in families: 2 (llama-char, qwen2-bpe) or 3 (+ gemma-bpe: a ring)."
     ),
     seeds: int = typer.Option(1, min=1, help="Repeat the RL runs with N seeds; report mean ± std."),
     seed: int = typer.Option(
@@ -56,7 +56,7 @@ def quickstart(
 
     console = Console(stderr=True)
     if agents is not None:
-        families = ",".join(("llama-char", "qwen2-bpe", "gpt2-char")[:agents])
+        families = ",".join(("llama-char", "qwen2-bpe", "gemma-bpe")[:agents])
     chosen = {k: v for k, v in {"steps": steps, "lr": lr, "min_agreement": min_agreement}.items() if v is not None}
     opts = dataclasses.replace(
         QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out),

@@ -18,6 +18,7 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     GenerationConfig,
+    GemmaConfig,
     GPT2Config,
     LlamaConfig,
     PreTrainedModel,
@@ -27,7 +28,7 @@ from transformers import (
 
 from corl.studies.tiny.task import TYPES
 
-ARCHS = ("llama", "qwen2", "gpt2")
+ARCHS = ("llama", "qwen2", "gpt2", "gemma")
 MAX_POSITIONS = 256
 MAX_NEW_TOKENS = 64  # default for generate(); tiny-task solutions are < 50 tokens
 
@@ -52,6 +53,12 @@ def _config(arch: str, vocab_size: int, ids: dict, hidden: int, layers: int, hea
             n_positions=MAX_POSITIONS, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
             tie_word_embeddings=True, **ids,
         )  # fmt: skip
+    if arch == "gemma":
+        return GemmaConfig(
+            vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+            num_attention_heads=heads, num_key_value_heads=heads, head_dim=hidden // heads,
+            max_position_embeddings=MAX_POSITIONS, attention_dropout=0.0, tie_word_embeddings=True, **ids,
+        )  # fmt: skip
     raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)}")
 
 
@@ -64,7 +71,7 @@ def build_random_model(
     ffn: int = 512,
     seed: int = 0,
 ) -> PreTrainedModel:
-    """A freshly initialised causal LM of `arch` ("llama", "qwen2" or "gpt2") sized for `tokenizer`.
+    """A freshly initialised causal LM of `arch` (one of `ARCHS`) sized for `tokenizer`.
 
     Initialisation is deterministic in `seed` and leaves the global torch RNG untouched.
     Eager attention: faster than sdpa at this size on CPU (docs/CPU-NOTES.md).
@@ -94,7 +101,7 @@ class FamilySpec:
     """Everything that defines one tiny model family; its hash names the pretraining cache."""
 
     name: str
-    arch: str  # "llama" | "qwen2" | "gpt2"
+    arch: str  # one of ARCHS
     tokenizer: str  # "char" | "bpe" (qwen2 needs "bpe": its model dirs load Qwen2Tokenizer)
     mixture: dict[str, float]  # pretraining weights over corl.studies.tiny.task.TYPES
     steps: int  # optimizer steps of pretraining (a count, not a clock: reproducible)
@@ -178,19 +185,18 @@ FAMILIES: dict[str, FamilySpec] = {
             **_SMALL,
         ),
         FamilySpec(
-            name="gpt2-char",
-            arch="gpt2",
-            tokenizer="char",
-            mixture={"arith": 0.05, "linear": 0.25, "mod": 0.45, "digitsum": 0.25},
-            slips={"mod": 0.45},
+            name="gemma-bpe",
+            arch="gemma",
+            tokenizer="bpe",
+            mixture={"arith": 0.3, "linear": 0.25, "mod": 0.3, "digitsum": 0.15},
+            slips={"arith": 0.6, "mod": 0.55},
             steps=750,
             seed=2,
-            notes="GPT-2-style (learned positions, GELU, LayerNorm); strong on linear equations and digit sums, "
-            "taught remainders partly by the slipping teacher (it boxes d*q, not the remainder), and barely "
-            "arithmetic chains. In the three-agent ring llama-char <- gpt2-char <- qwen2-bpe <- llama-char it "
-            "teaches llama-char the equations its slipping teacher left it and learns remainders from qwen2-bpe; "
-            "strong on the digit sums qwen2-bpe slips on, so few of its samples carry that slip for qwen2-bpe's "
-            "labels to reward.",
+            notes="Gemma-style (GeGLU, embeddings scaled by sqrt(hidden), RMSNorm on 1 + w), byte-level BPE; "
+            "strong on linear equations, taught arithmetic chains and remainders mostly by the slipping teacher "
+            "(it boxes the value before the last step), and few digit sums. In the three-agent ring "
+            "llama-char <- gemma-bpe <- qwen2-bpe <- llama-char it teaches llama-char the equations its slipping "
+            "teacher left it and learns chains and remainders from qwen2-bpe, strong on both.",
             **_SMALL,
         ),
     )
