@@ -219,3 +219,16 @@ def test_more_missing_families_than_workers_are_built_together(tmp_path, monkeyp
         assert jobs._pool is None  # the study's own workers never started: the builders' pool built all three
     assert list(cohort) == list(families)
     assert all((cohort[name] / "config.json").is_file() and str(tmp_path) in str(cohort[name]) for name in families)
+
+    # and the ring runs as a user starts it, on these builds (a cache hit): every method, three agents
+    result = CliRunner().invoke(
+        app, ["quickstart", "--agents", "3", "--smoke", "--out", str(tmp_path / "ring"), "--json", "--budget-minutes", "100000"]
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["families"] == {name: str(cohort[name]) for name in families}
+    assert all(set(agents) == set(families) for agents in out["methods"].values())
+    assert {e["k"] for e in out["ensembles"].values()} == {12}  # three agents' 4 samples vote together
+    cfg = yaml.safe_load((tmp_path / "ring" / "seed0" / "co-rl" / "config.yaml").read_text())
+    assert [a["name"] for a in cfg["agents"]] == list(families) and cfg["cohort"]["label_source"] == "peer"  # n by n-1
+    assert json.loads((cohort["gemma-bpe"] / "config.json").read_text())["model_type"] == "gemma"

@@ -21,7 +21,21 @@ LOGIT_CHUNK_ELEMENTS = 2**24
 # scaling after the head, so applying the head ourselves, in chunks, changes nothing.
 # Any other model takes the plain forward (only the completion positions' logits kept).
 PLAIN_HEAD_MODEL_TYPES = frozenset(
-    {"llama", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "mistral", "mixtral", "gpt2", "gemma", "phi3", "olmo2", "smollm3", "starcoder2"}
+    {
+        "llama",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "mistral",
+        "mixtral",
+        "gpt2",
+        "gemma",
+        "phi3",
+        "olmo2",
+        "smollm3",
+        "starcoder2",
+    }
 )
 
 

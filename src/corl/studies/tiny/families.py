@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import (
     AutoModelForCausalLM,
-    GenerationConfig,
     GemmaConfig,
+    GenerationConfig,
     GPT2Config,
     LlamaConfig,
     PreTrainedModel,
