@@ -155,7 +155,11 @@ _SEED_SUFFIX = "-seed"
 # what self-reward cannot fix and a peer can: the paper's mechanism. Mixtures, slip shares
 # and step counts were chosen on the validation split: the bases' sampled accuracy per type
 # and short GT-Reward probes (README, "The embedded default, measured"). Narrow models (hidden 64) with wide batches learn these
-# tasks several times faster per CPU second than hidden 128 at batch 64.
+# tasks several times faster per CPU second than hidden 128 at batch 64. The ring's third
+# family slips on the two types its ring teacher (qwen2-bpe) is strong on and none other
+# slips on: arithmetic chains and remainders. Only families with rotary positions on whole
+# heads learned chains well enough for a slip on them to be unlearned in 40 RL steps (a
+# GPT-2 family did not, at any share), hence Gemma.
 _SMALL = dict(hidden=64, ffn=256, batch_size=128)
 FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
