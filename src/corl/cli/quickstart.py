@@ -53,10 +53,11 @@ def quickstart(
 
     from corl.studies.quickstart import METHODS, QuickstartOptions, run_quickstart
     from corl.studies.quickstart_options import vision_defaults
+    from corl.studies.tiny.families import FAMILIES
 
     console = Console(stderr=True)
     if agents is not None:
-        families = ",".join(("llama-char", "qwen2-bpe", "gemma-bpe")[:agents])
+        families = ",".join(list(FAMILIES)[:agents])  # the registry's order is the ring's: agent n learns from n-1
     chosen = {k: v for k, v in {"steps": steps, "lr": lr, "min_agreement": min_agreement}.items() if v is not None}
     opts = dataclasses.replace(
         QuickstartOptions.smoke(out) if smoke else QuickstartOptions(out=out),

@@ -161,6 +161,7 @@ _SEED_SUFFIX = "-seed"
 # heads learned chains well enough for a slip on them to be unlearned in 40 RL steps (a
 # GPT-2 family did not, at any share), hence Gemma.
 _SMALL = dict(hidden=64, ffn=256, batch_size=128)
+# In ring order: `corl quickstart --agents N` takes the first N (agent n learns from agent n-1).
 FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
     for spec in (
