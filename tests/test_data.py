@@ -29,6 +29,20 @@ def test_malformed_jsonl_names_the_line(tmp_path):
         load_rows(str(tmp_path / "missing.jsonl"))
 
 
+def test_a_built_in_source_without_its_split_is_refused_never_sent_to_the_hub_loader(monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise AssertionError("sent to the hub loader")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(
+        DataError, match=r"'tiny' is corl's built-in data source: give tiny:<split>\[:<rows>\], e.g. tiny:test:200"
+    ):
+        load_rows("tiny")
+    assert len(load_rows("tiny:test:3")) == 3
+
+
 def test_a_relative_folder_is_refused_never_sent_to_the_hub_loader(tmp_path, monkeypatch):
     # issue 24: `data.train: mydata` (a folder here) went to datasets.load_dataset and was trained on
     folder = tmp_path / "mydata"

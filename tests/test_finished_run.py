@@ -73,8 +73,14 @@ def test_corl_eval_run_evaluates_each_agent_by_name_on_the_runs_validation_set(f
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
     assert [row.split("│")[1].strip() for row in rows] == ["agent0", "agent1", "agent2"]
-    assert "first 6 rows" in done.stderr  # it says where the data came from ...
+    assert "the run's validation set" in done.stderr and "(--n rows)" in done.stderr  # it says where the data came from ...
     assert "(2 problems" in " ".join(done.stdout.split())  # ... and --n, given, wins over the run's val_size
+    # --data given: the run's prompt is still taken, and the note names the data evaluated, not the run's
+    done = corl("eval", str(finished_run), "--data", str(tiny_data["train"]), "--n", "2", "--k", "1")
+    note = " ".join(done.stderr.split())
+    assert done.returncode == 0, done.stderr
+    assert "the run's validation set" not in note and "--data; the run's prompt: template '{problem}\\n'" in note
+    assert "(2 problems" in " ".join(done.stdout.split())
 
 
 @pytest.mark.slow
@@ -98,6 +104,32 @@ def _fake_checkpoint(run, step, agents=("agent0", "agent1")):
         (folder / agent / "config.json").write_text("{}")
     (folder / "state.json").write_text(json.dumps({"step": step, "agents": list(agents)}))
     (run / "checkpoints" / "latest").write_text(folder.name)
+
+
+def test_the_note_says_what_was_taken_from_the_run_and_from_a_tiny_source(finished_run, tiny_data):
+    from corl.run_targets import Target, run_defaults
+
+    agents = resolve_targets([str(finished_run)])
+    taken, note = run_defaults(agents)
+    assert taken["data"] == str(tiny_data["test"]) and taken["template"] == "{problem}\n" and taken["instruction"] == ""
+    assert note.startswith(f"data: the run's validation set '{tiny_data['test']}' (first 6 rows); its prompt: template")
+    taken, note = run_defaults(agents, frozenset({"data", "template"}))
+    assert "data" not in taken and "n" not in taken and "template" not in taken and taken["instruction"] == ""
+    assert note.startswith("--data; the run's prompt: instruction ''")
+    # a tiny family is pretrained on the bare problem: the default instruction would score it 0
+    tiny = [Target("tiny:llama-char", "tiny:llama-char"), Target("tiny:qwen2-bpe", "tiny:qwen2-bpe")]
+    taken, note = run_defaults(tiny)
+    assert taken == {"template": "{problem}\n", "instruction": "", "chat": False}
+    assert note == "prompt: the one these models were pretrained with (template '{problem}\\n', instruction '', chat False)"
+    assert run_defaults(tiny, frozenset({"template", "instruction", "chat"})) == ({}, None)
+    assert run_defaults([*tiny, Target("gpt2", "gpt2")]) == ({}, None)  # a model without a declared prompt: nothing taken
+    from corl.studies.quickstart import TEMPLATE, VISION_TEMPLATE
+    from corl.studies.tiny.task import prompt_text
+
+    assert taken["template"].format(problem="3+4=?") == prompt_text("3+4=?") == TEMPLATE.format(problem="3+4=?")
+    vision = [Target("v", "tiny-vl:qwen2vl-bpe")]  # the image first, in the processor's own template
+    assert run_defaults(vision)[0] == {"template": VISION_TEMPLATE, "instruction": ""}
+    assert run_defaults([*tiny, *vision]) == ({}, None)  # models that disagree: nothing taken
 
 
 def test_labels_tell_rows_apart(tmp_path):

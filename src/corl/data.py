@@ -73,6 +73,8 @@ def load_rows(source: str, split: str | None = None) -> list[dict]:
         return _read_local(path)
     if path.is_dir():
         raise _refuse_folder(source, path)
+    if source in DATA_SOURCES:  # `--data tiny`: a built-in source without its split, not a hub name
+        raise DataError(f"{source!r} is corl's built-in data source: give {source}:<split>[:<rows>], e.g. {source}:test:200")
     if _looks_local(source):
         first = source.split("/")[0]
         why = f" (read as a path: {first!r} is a folder here)" if "/" in source and Path(first).is_dir() else ""

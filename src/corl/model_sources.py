@@ -24,6 +24,10 @@ class ModelSource:
     tokenizer: Callable[[str], Any]  # name -> its tokenizer or processor, without weights (corl plan)
     vision: bool = False  # vision-language models (a processor with images)
     describe: str = ""  # for `corl plan`: "tiny family"
+    # The prompt options its models were pretrained with (corl eval's template, instruction,
+    # chat), taken by `corl eval` when not given: a model trained on the bare problem scores 0
+    # under the default instruction, a wrong number without an error.
+    prompt: dict | None = None
 
 
 MODEL_SOURCES: Registry = Registry("model source")

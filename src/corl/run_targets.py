@@ -180,24 +180,48 @@ DATA_OPTIONS = ("data", "split", "n", "prompt_field", "answer_field")
 PROMPT_OPTIONS = ("template", "instruction", "chat", "max_new_tokens", "task")
 
 
-def run_defaults(targets: list[Target]) -> tuple[dict, str | None]:
-    """({option: value} from the runs' configs, a note saying what was taken), or ({}, None) for plain models.
+def run_defaults(targets: list[Target], given: frozenset[str] = frozenset()) -> tuple[dict, str | None]:
+    """({option: value} taken for the options not in `given`, a note saying what was taken and
+    from where), or ({}, None) when nothing is.
 
-    Several runs must agree (same validation data and prompt), else nothing is taken and the
-    note says so; `corl eval` then asks for --data."""
+    From the runs' configs: their validation data (unless --data is given) and prompt. Several
+    runs must agree (same validation data and prompt), else nothing is taken and the note says
+    so; `corl eval` then asks for --data. From named models whose source declares the prompt
+    they were pretrained with (`tiny:<family>`, ModelSource.prompt): that prompt."""
     runs = list(dict.fromkeys(t.run for t in targets if t.run is not None))
     configs = [(run, run_config(run)) for run in runs]
     configs = [(run, cfg) for run, cfg in configs if cfg is not None]
     if not configs:
-        return {}, None
+        prompt = {k: v for k, v in _source_prompt(targets).items() if k not in given}
+        return prompt, (f"prompt: the one these models were pretrained with ({_shown(prompt)})" if prompt else None)
     values = [_options(cfg) for _, cfg in configs]
     if any(v != values[0] for v in values[1:]):
         return {}, "the runs validate on different data or prompts, so none is taken from them"
-    options = values[0]
-    if options["data"] is None:
+    options = {k: v for k, v in values[0].items() if k not in given}
+    prompt = _shown({k: v for k, v in options.items() if k in PROMPT_OPTIONS}) or "nothing: all given"
+    if "data" in given or values[0]["data"] is None:
         options = {k: v for k, v in options.items() if k not in DATA_OPTIONS}
-        return options, f"run {str(configs[0][0])!r} has no validation set (data.val)"
-    return options, f"data: the run's validation set {options['data']!r} (first {options['n']} rows)"
+        where = "--data" if "data" in given else f"run {str(configs[0][0])!r} has no validation set (data.val)"
+        return options, f"{where}; the run's prompt: {prompt}"
+    rows = f"first {options['n']} rows" if "n" in options else "--n rows"
+    return options, f"data: the run's validation set {options['data']!r} ({rows}); its prompt: {prompt}"
+
+
+def _shown(options: dict) -> str:
+    return ", ".join(f"{k} {v!r}" for k, v in options.items())
+
+
+def _source_prompt(targets: list[Target]) -> dict:
+    """The prompt options every model's named source declares (all the same), else {}."""
+    from corl.model_sources import split_model_name
+
+    prompts = []
+    for target in targets:
+        found = split_model_name(target.source)
+        prompts.append(found[0].prompt if found is not None else None)
+    if not prompts or any(p is None or p != prompts[0] for p in prompts):
+        return {}
+    return dict(prompts[0])
 
 
 def _options(cfg: RunConfig) -> dict:

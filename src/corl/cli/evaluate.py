@@ -78,7 +78,7 @@ def evaluate(
     err = Console(stderr=True)
     try:  # a run folder means every agent of its checkpoint, each named by its agent
         targets = resolve_targets(models, step)
-        defaults, note = run_defaults(targets)
+        taken, note = run_defaults(targets, _given(ctx))
     except TargetError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
@@ -88,7 +88,6 @@ def evaluate(
 
         suite_command(checkpoints=models, suite=suite, out=out, limit=n, engine="auto", as_json=as_json)
         return
-    taken = _not_given(ctx, defaults, data is None)
     data, split, n, prompt_field, answer_field = (
         taken.get(k, v) for k, v in zip(DATA_OPTIONS, (data, split, n, prompt_field, answer_field))
     )
@@ -138,13 +137,11 @@ def evaluate(
     _print_table(results, evaluate_as, k)
 
 
-def _not_given(ctx: typer.Context, defaults: dict, no_data: bool) -> dict:
-    """The run's defaults for the options left at their own defaults; its data only when --data is not given."""
-    from corl.run_targets import DATA_OPTIONS
-
+def _given(ctx: typer.Context) -> frozenset[str]:
+    """The options given on the command line (the rest may come from the run or the model source)."""
     # by name: typer carries its own copy of click, whose ParameterSource is another class
-    given = {k for k in ctx.params if getattr(ctx.get_parameter_source(k), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")}
-    return {k: v for k, v in defaults.items() if k not in given and (no_data or k not in DATA_OPTIONS)}
+    sources = {k: getattr(ctx.get_parameter_source(k), "name", "DEFAULT") for k in ctx.params}
+    return frozenset(k for k, source in sources.items() if source not in ("DEFAULT", "DEFAULT_MAP"))
 
 
 def _relabel(results: dict, per_problem: list[dict], targets) -> None:

@@ -94,9 +94,16 @@ def vtiny_rows(spec: str, source: str) -> list[dict]:
     return _split_rows(spec, source, "vtiny", SPLITS, make_split)
 
 
-register_model_source("tiny", ModelSource(tiny_path, tiny_config, tiny_tokenizer, describe="tiny family"))
+# the bare problem and a newline (an image first, in the processor's template): what the families
+# were pretrained on and the quickstart prompts with (corl.studies.quickstart.TEMPLATE, VISION_TEMPLATE)
+TINY_PROMPT = {"template": "{problem}\n", "instruction": "", "chat": False}
+TINY_VL_PROMPT = {"template": "{problem}", "instruction": ""}
+register_model_source("tiny", ModelSource(tiny_path, tiny_config, tiny_tokenizer, describe="tiny family", prompt=TINY_PROMPT))
 register_model_source(
-    "tiny-vl", ModelSource(tiny_vl_path, tiny_vl_config, tiny_vl_processor, vision=True, describe="tiny vision family")
+    "tiny-vl",
+    ModelSource(
+        tiny_vl_path, tiny_vl_config, tiny_vl_processor, vision=True, describe="tiny vision family", prompt=TINY_VL_PROMPT
+    ),
 )
 register_data_source("tiny", tiny_rows)
 register_data_source("vtiny", vtiny_rows)
