@@ -107,6 +107,9 @@ def summary(runs: dict[int, dict]) -> str:
     lines += selection_over_seeds(runs)
     walls = [runs[s]["wall_time_s"] for s in seeds]
     lines += ["", "Wall time per seed (s): " + ", ".join(f"{w:.0f}" for w in walls) + f"; max {max(walls):.0f}"]
+    cpus = [runs[s].get("cpu_seconds") for s in seeds]
+    if all(c is not None for c in cpus):  # the work, whatever the machine's speed (results before 2026-12-03 lack it)
+        lines += ["CPU time per seed (s): " + ", ".join(f"{c:.0f}" for c in cpus)]
     return "\n".join(lines)
 
 

@@ -17,7 +17,11 @@ CONTROLS = ("co-rl-frozen-a",)
 
 
 def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatch):
+    import resource
+
     monkeypatch.setenv("CORL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CORL_JOBS", "2")  # the work in worker processes, also on a 1-core machine
+    own_cpu = resource.getrusage(resource.RUSAGE_SELF)
     result = CliRunner().invoke(
         app,
         # every method runs however slow the machine: skipping by budget is a wall-time rule,
@@ -45,6 +49,10 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     assert kinds == ["models", "seed", "seed"]
     assert all(-1.0 <= p["kappa"] <= 1.0 for p in out["diversity"])
     assert out["wall_time_s"] > 0 and out["claims"]
+    # the CPU time counts the workers' (their pretraining, evaluations and runs), not this process's alone
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    this_process = after.ru_utime + after.ru_stime - own_cpu.ru_utime - own_cpu.ru_stime
+    assert out["cpu_seconds"] > this_process + 1.0
     # every method's two agents vote together: 4 T=1 samples each (the paper's Table 10)
     assert set(out["ensembles"]) == DEFAULTS | set(CONTROLS) and {e["k"] for e in out["ensembles"].values()} == {8}
     # one vote per test problem, kept per RL seed (the claims' noise is paired per problem)
@@ -74,6 +82,7 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     assert "## Checkpoint selection without labels" in report and "| co-rl | llama-char |" in report
     assert (run / "best" / "selection.json").is_file() and (run / "best-truth" / "state.json").is_file()
     assert f"Wall time: {out['wall_time_s']} s" in report and "at least 25% of" in report
+    assert f"CPU time {out['cpu_seconds']} s)" in report
     assert (tmp_path / "qs" / "dynamics.png").stat().st_size > 0
     assert (tmp_path / "qs" / "peer_signal.png").stat().st_size > 0
     # the pretrained bases are cached: a second build is a cache hit

@@ -106,7 +106,7 @@ def quickstart(
         )
     for claim in results["claims"]:
         print("- " + describe(claim).replace("**not reproduced**", "NOT reproduced"))
-    print(f"\nwall time {results['wall_time_s']} s; report: {results['report']}")
+    print(f"\nwall time {results['wall_time_s']} s (CPU time {results['cpu_seconds']} s); report: {results['report']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -194,7 +194,7 @@ def write_report(results: dict, out: Path) -> Path:
         f"Cohort: {', '.join(results['families'])}. Every method: {opts['steps']} steps x {opts['prompts_per_step']} prompts x "
         f"K={opts['samples_per_prompt']} per agent, lr {opts['lr']}, {opts['seeds']} seed(s). Test: {opts['test_size']} held-out "
         f"problems. Wall time: {results.get('wall_time_s', 'see results.json')} s (cohort build {results['cohort_seconds']} s, "
-        f"base evaluation {results.get('base_eval_seconds', '?')} s).",
+        f"base evaluation {results.get('base_eval_seconds', '?')} s; CPU time {results.get('cpu_seconds', '?')} s).",
         "",
         f"Voting methods (TTRL, Co-RL, Co-rewarding-II) label a prompt only when at least {opts.get('min_agreement', 0):.0%} of "
         "the teacher's K answers agree (`cohort.min_agreement`); 0 would be the paper's plain majority. "
