@@ -106,7 +106,8 @@ def quickstart(
         )
     for claim in results["claims"]:
         print("- " + describe(claim).replace("**not reproduced**", "NOT reproduced"))
-    print(f"\nwall time {results['wall_time_s']} s (CPU time {results['cpu_seconds']} s); report: {results['report']}")
+    cpu = f" (CPU time {results['cpu_seconds']} s)" if results.get("cpu_seconds") is not None else ""
+    print(f"\nwall time {results['wall_time_s']} s{cpu}; report: {results['report']}")
 
 
 def register(app: typer.Typer) -> None:
