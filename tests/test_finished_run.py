@@ -84,7 +84,7 @@ def test_corl_eval_run_evaluates_each_agent_by_name_on_the_runs_validation_set(f
 
 
 @pytest.mark.slow
-def test_what_is_not_a_model_is_a_one_line_error(finished_run):
+def test_what_is_not_a_model_is_a_one_line_error(finished_run, tmp_path):
     checkpoint = finished_run / "checkpoints" / "step_000002"
     everything = sorted(str(p) for p in checkpoint.iterdir())  # what the shell's step_000002/* gives
     done = corl("eval", *everything)
@@ -95,6 +95,17 @@ def test_what_is_not_a_model_is_a_one_line_error(finished_run):
     assert done.returncode == 2 and "has no checkpoint after step 7 (it has: 1, 2)" in done.stderr
     done = corl("eval", str(finished_run / "agent0"))
     assert done.returncode == 2 and "not found (its folder" in done.stderr
+
+    # a study's folder (corl quickstart --out: seed0/<method>): the runs it holds, not "not a model"
+    study = tmp_path / "study"
+    (study / "seed0").mkdir(parents=True)
+    (study / "plots").mkdir()
+    for method in ("ttrl-agent0", "co-rl"):
+        (study / "seed0" / method).symlink_to(finished_run, target_is_directory=True)
+    done = corl("eval", str(study))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    stated = " ".join(done.stderr.split())
+    assert "is not a run but holds runs: seed0/co-rl, seed0/ttrl-agent0; give one or several of them" in stated
 
 
 def _fake_checkpoint(run, step, agents=("agent0", "agent1")):

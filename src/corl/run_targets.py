@@ -106,7 +106,22 @@ def _expand(item: str, step: str | None) -> list[Target]:
             raise TargetError(f"--step picks a checkpoint of a run folder; {item!r} is a checkpoint already")
         run = path.parent.parent if path.parent.name == "checkpoints" else None
         return _agents(run, path)
+    runs = _runs_under(path)
+    if runs:  # a study's folder (`corl quickstart --out`): say which runs it holds
+        shown = ", ".join(runs[:6]) + (f" and {len(runs) - 6} more" if len(runs) > 6 else "")
+        raise TargetError(f"{item!r} is not a run but holds runs: {shown}; give one or several of them")
     raise TargetError(f"{item!r} is not a model: {EXPECTED}")
+
+
+def _runs_under(folder: Path, depth: int = 2) -> list[str]:
+    """Run folders (with checkpoints/) at most `depth` levels below `folder`, as relative paths."""
+    found = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        if (sub / "checkpoints").is_dir():
+            found.append(sub.name)
+        elif depth > 1:
+            found += [f"{sub.name}/{name}" for name in _runs_under(sub, depth - 1)]
+    return found
 
 
 def _is_checkpoint(path: Path) -> bool:
