@@ -51,6 +51,9 @@ def main() -> None:
         f"\nprocess wall time {wall:.0f} s = {wall / BUDGET_S:.2f} x the {BUDGET_S:.0f} s budget "
         f"(inside the run: {results['wall_time_s']:.0f} s; the rest is Python/torch start-up)"
     )
+    if results.get("cpu_seconds") is not None:  # the work, whatever the machine: CPU time / wall time = cores kept busy
+        cpu = results["cpu_seconds"]
+        print(f"  CPU time, workers included:         {cpu:7.1f} s ({cpu / results['wall_time_s']:.2f} cores busy on average)")
     print(f"  cohort (pretraining or cache load): {results['cohort_seconds']:7.1f} s")
     print(f"  base models, decoupling:            {results['base_eval_seconds']:7.1f} s")
     for method, agents in results["methods"].items():
