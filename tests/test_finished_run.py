@@ -73,7 +73,8 @@ def test_corl_eval_run_evaluates_each_agent_by_name_on_the_runs_validation_set(f
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
     assert [row.split("│")[1].strip() for row in rows] == ["agent0", "agent1", "agent2"]
-    assert "the run's validation set" in done.stderr and "(--n rows)" in done.stderr  # it says where the data came from ...
+    stated = " ".join(done.stderr.split())  # rich wraps the note at the terminal's width
+    assert "the run's validation set" in stated and "(--n rows)" in stated  # it says where the data came from ...
     assert "(2 problems" in " ".join(done.stdout.split())  # ... and --n, given, wins over the run's val_size
     # --data given: the run's prompt is still taken, and the note names the data evaluated, not the run's
     done = corl("eval", str(finished_run), "--data", str(tiny_data["train"]), "--n", "2", "--k", "1")

@@ -115,8 +115,12 @@ def _expand(item: str, step: str | None) -> list[Target]:
 
 def _runs_under(folder: Path, depth: int = 2) -> list[str]:
     """Run folders (with checkpoints/) at most `depth` levels below `folder`, as relative paths."""
-    found = []
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+    found: list[str] = []
+    try:
+        subs = sorted(p for p in folder.iterdir() if p.is_dir())
+    except OSError:  # an unreadable folder holds no run we can name
+        return found
+    for sub in subs:
         if (sub / "checkpoints").is_dir():
             found.append(sub.name)
         elif depth > 1:
