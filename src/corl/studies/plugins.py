@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from corl.data import DataError, register_data_source
 from corl.model_sources import ModelSource, register_model_source
+from corl.studies.tiny.task import PROMPT_TEMPLATE
 
 
 def tiny_path(name: str):
@@ -94,9 +95,9 @@ def vtiny_rows(spec: str, source: str) -> list[dict]:
     return _split_rows(spec, source, "vtiny", SPLITS, make_split)
 
 
-# the bare problem and a newline (an image first, in the processor's template): what the families
-# were pretrained on and the quickstart prompts with (corl.studies.quickstart.TEMPLATE, VISION_TEMPLATE)
-TINY_PROMPT = {"template": "{problem}\n", "instruction": "", "chat": False}
+# What the families were pretrained on, and what the quickstart prompts them with: the bare
+# problem and a newline (a vision family: the problem in its processor's template, the image first).
+TINY_PROMPT = {"template": PROMPT_TEMPLATE, "instruction": "", "chat": False}
 TINY_VL_PROMPT = {"template": "{problem}", "instruction": ""}
 register_model_source("tiny", ModelSource(tiny_path, tiny_config, tiny_tokenizer, describe="tiny family", prompt=TINY_PROMPT))
 register_model_source(

@@ -37,6 +37,7 @@ from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
 from corl.evaluate import accuracy_by_group, grade, sample_answers
 from corl.rollout import SamplingParams, build_engine
 from corl.studies.jobs import Jobs
+from corl.studies.plugins import TINY_PROMPT, TINY_VL_PROMPT
 from corl.studies.quickstart_cohort import build_cohort
 from corl.studies.quickstart_methods import ESSENTIAL, METHODS, Method
 from corl.studies.quickstart_options import QuickstartOptions
@@ -51,7 +52,7 @@ def _data(opts: QuickstartOptions) -> str:
 
 # The quickstart's prompt: the problem alone, as the families were pretrained on it (a text
 # family after a newline; a vision family in its processor's chat template, the image first).
-TEMPLATE, VISION_TEMPLATE = "{problem}\n", "{problem}"
+TEMPLATE, VISION_TEMPLATE = TINY_PROMPT["template"], TINY_VL_PROMPT["template"]
 
 
 def prompts_for(problems: list[Problem], processor=None) -> list:

@@ -39,9 +39,14 @@ DIFFICULTIES = (1, 2, 3)
 SOURCE = "tiny"
 
 
+# The prompt of every tiny text family: the bare problem and a newline (pretraining, the
+# quickstart's runs, and `corl eval tiny:<family>` through the plugin's ModelSource.prompt).
+PROMPT_TEMPLATE = "{problem}\n"
+
+
 def prompt_text(problem: str) -> str:
-    """The exact text a model sees for `problem` (training template "{problem}\\n")."""
-    return problem + "\n"
+    """The exact text a model sees for `problem` (PROMPT_TEMPLATE)."""
+    return PROMPT_TEMPLATE.format(problem=problem)
 
 
 def boxed(answer: str) -> str:
