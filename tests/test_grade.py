@@ -83,7 +83,7 @@ def test_bad_rows_are_named_by_file_and_line(tmp_path):
     assert "set --completion-field" in said(result)
     path = _jsonl(tmp_path / "n.jsonl", [{"completion": 3, "answer": "3"}])
     result = runner.invoke(app, ["grade", str(path)])
-    assert result.exit_code == 2 and "line 1: field 'completion' must hold a completion (text)" in said(result)
+    assert result.exit_code == 2 and "line 1: 'completion' holds a value of type int, not a completion" in said(result)
 
 
 @pytest.mark.slow

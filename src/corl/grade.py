@@ -41,6 +41,7 @@ class Rows:
     source: str
     rows: list[dict]
     where: list[str]
+    samples: list[list[str]] | None = None  # each row's samples, once `corl.grade_formats.gather` has read them
 
 
 def read_rows(source: str) -> Rows:
@@ -99,6 +100,8 @@ def field_value(rows: Rows, i: int, name: str, option: str, empty_ok: bool = Tru
 
 def samples_of(rows: Rows, i: int, name: str, option: str) -> list[str]:
     """A row's completions: a text, a list of texts, or {"completion": text} objects (corl eval's records)."""
+    if rows.samples is not None:
+        return rows.samples[i]
     value = field_value(rows, i, name, option)
     if isinstance(value, str) and rows.source.lower().endswith(".csv") and value.lstrip().startswith("["):
         with contextlib.suppress(ValueError):  # a CSV cell holds a list of samples as JSON
