@@ -260,8 +260,8 @@ def test_update_arithmetic_against_the_measured_peak(tmp_path):
     assert 0.75 < predicted / measured < 1.25, (predicted, measured)
 
 
-def corl(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def corl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "corl", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -323,3 +323,95 @@ def test_a_frozen_agent_holds_no_gradients_optimizer_or_reference(tmp_path):
     assert {i.what: i.bytes for i in frozen.states} == {"parameters": 4 * SMALL_PARAMS}
     assert frozen.phases["update"] == [] and frozen.phases["optimizer step"] == [] and frozen.phases["score"] == []
     assert trained.phases["update"] and trained.phases["optimizer step"]
+
+
+# The public parameter counts of the models corl's configs name (their model cards; Qwen3-1.7B and
+# Gemma 3 tie the head to the embedding, so the 1.7B counts it once).
+PUBLIC_PARAMS = {
+    "Qwen/Qwen2.5-3B": 3.09e9,
+    "meta-llama/Llama-3.2-3B-Instruct": 3.21e9,
+    "Qwen/Qwen2.5-Math-1.5B": 1.54e9,
+    "Qwen/Qwen2.5-Coder-1.5B": 1.54e9,
+    "Qwen/Qwen3-1.7B": 1.72e9,
+    "Qwen/Qwen2.5-VL-3B-Instruct": 3.75e9,
+    "google/gemma-3-4b-it": 4.30e9,
+}
+
+
+def hub_models_in_configs() -> set[str]:
+    import yaml
+
+    names = set()
+    for path in (ROOT / "configs").glob("*.yaml"):
+        for agent in yaml.safe_load(path.read_text()).get("agents", []):
+            if ":" not in agent["model"]:  # tiny: / tiny-vl: are built here, not read from the hub
+                names.add(agent["model"])
+    return names
+
+
+def test_the_models_the_configs_name_are_planned_without_the_hub():
+    """No network here: the table of public configs answers for every hub model configs/*.yaml
+    names (and Qwen3-1.7B), with their public sizes; the paper's two agents match the config.json
+    values written out above, field by field."""
+    from corl.config import AgentConfig
+    from corl.plan.known_models import KNOWN_CONFIGS, known_config
+
+    named = hub_models_in_configs()
+    assert named and named <= set(KNOWN_CONFIGS), named - set(KNOWN_CONFIGS)
+    for name in sorted(named | set(PUBLIC_PARAMS)):
+        facts = model_facts(AgentConfig(name="a", model=name), 0, None)
+        assert abs(facts.params / PUBLIC_PARAMS[name] - 1) < 0.005, (name, facts.params)
+        assert "table" in facts.source
+    for name, public in (("Qwen/Qwen2.5-3B", QWEN25_3B), ("meta-llama/Llama-3.2-3B-Instruct", LLAMA32_3B)):
+        assert {key: KNOWN_CONFIGS[name].get(key) for key in public} == public, name
+        assert known_config(name.upper())[0].tie_word_embeddings  # hub ids match whatever their case
+
+
+def test_a_local_folder_overrides_the_table(tmp_path, monkeypatch):
+    from corl.config import AgentConfig
+
+    model_folder(tmp_path / "Qwen", "Qwen2.5-3B", SMALL)
+    monkeypatch.chdir(tmp_path)
+    facts = model_facts(AgentConfig(name="a", model="Qwen/Qwen2.5-3B"), 0, None)
+    assert facts.params == SMALL_PARAMS and facts.source.endswith("config.json")
+
+
+def test_corl_plan_offline_and_a_size_without_unit():
+    """The paper's config as shipped, with the hub out of reach; 80 alone is refused in one line."""
+    env = {"HF_HUB_OFFLINE": "1"}
+    out = corl("plan", "configs/paper-text-3b.yaml", "--gpus", "8", "--device-memory", "80GiB", env=env)
+    assert out.returncode in (0, 1), out.stderr
+    assert "3,085,938,688 parameters" in out.stdout and "3,212,749,824 parameters" in out.stdout
+    bare = corl("plan", "configs/paper-text-3b.yaml", "--gpus", "8", "--device-memory", "80", env=env)
+    assert bare.returncode == 2
+    [line] = bare.stderr.strip().splitlines()
+    assert "--device-memory: '80' has no unit; write 80GiB" in line
+
+
+def pasted_options(advice: str) -> list[str]:
+    """The `--set ...` part of a line of advice, read as bash reads it (bash -n checks the syntax)."""
+    import re
+    import shlex
+
+    text = re.search(r"(?:change first|together): (--set .*?) \(peak", advice).group(1)
+    check = subprocess.run(["bash", "-n", "-c", f"corl train run.yaml {text}"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    words = shlex.split(text)
+    assert words[::2] == ["--set"] * (len(words) // 2) and len(words) % 2 == 0, words
+    return words[1::2]
+
+
+def test_the_advice_pastes_into_a_shell(tmp_path):
+    from corl.plan.advice import set_options, with_overrides
+
+    # a value with a space and braces stays one word; the unquoted form would split in two
+    assert pasted_options(f"change first: {set_options(['compute.lora={r: 16}', 'grpo.minibatch_size=2'])} (peak") == [
+        "compute.lora={r: 16}",
+        "grpo.minibatch_size=2",
+    ]
+    cfg = paper_run(tmp_path)
+    machine = Machine(8, 24 * GIB, "cuda", "8 x 24 GiB")
+    plan = plan_run(cfg, machine)
+    assert plan.fits is False and plan.advice
+    changes = pasted_options(plan.advice[0])
+    assert plan_run(with_overrides(cfg, changes), machine).fits  # what was printed is what fits

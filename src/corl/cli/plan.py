@@ -24,11 +24,12 @@ def plan(
     device_memory: str | None = typer.Option(
         None,
         "--device-memory",
-        help="Memory of one rank's device, e.g. 80GiB (default: plan.device_memory, else this machine's).",
+        help="Memory of one rank's device with its unit, e.g. 80GiB or 80GB (default: plan.device_memory, else this machine's).",
     ),
 ) -> None:
     """Print the memory plan of a run: per rank, its states and each phase's peak, and whether it fits."""
     from rich.console import Console
+    from rich.markup import escape
 
     from corl.config import ConfigError, load_config
     from corl.plan import plan_run, render, this_machine
@@ -38,7 +39,8 @@ def plan(
         cfg = load_config(config, set_)
         result = plan_run(cfg, this_machine(cfg, ranks, device_memory))
     except ConfigError as err:
-        console.print(f"[red]error:[/red] {err}")
+        # one line, however narrow the terminal; the message printed as written (no markup read in it)
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     print(render(result, str(config), cfg.plan.headroom))
     if result.fits is False:

@@ -5,6 +5,7 @@ that fits, or the set that does together."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,6 +14,11 @@ from corl.plan.arithmetic import size
 from corl.plan.planner import RunPlan
 
 Replan = Callable[[RunConfig], RunPlan]
+
+
+def set_options(overrides: list[str]) -> str:
+    """`--set key=value ...` as a shell reads it: each value quoted where it needs to be ({r: 16})."""
+    return " ".join(f"--set {shlex.quote(override)}" for override in overrides)
 
 
 def with_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
@@ -85,7 +91,7 @@ def advise(cfg: RunConfig, plan: RunPlan, replan: Replan) -> list[str]:
         after = replan(with_overrides(cfg, change))
         if after.fits:
             return [
-                f"change first: --set {' --set '.join(change)} (peak {size(plan.worst.peak)} -> "
+                f"change first: {set_options(change)} (peak {size(plan.worst.peak)} -> "
                 f"{size(after.worst.peak)} of {size(plan.usable)})"
             ]
     # Together: the switches first, then each size searched on the config they leave.
@@ -103,7 +109,7 @@ def advise(cfg: RunConfig, plan: RunPlan, replan: Replan) -> list[str]:
             applied, current = applied + change, after
         if current.fits:
             return [
-                f"no single option fits; together: --set {' --set '.join(applied)} "
+                f"no single option fits; together: {set_options(applied)} "
                 f"(peak {size(plan.worst.peak)} -> {size(current.worst.peak)} of {size(plan.usable)})"
             ]
     return [

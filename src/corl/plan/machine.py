@@ -14,11 +14,15 @@ _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
 
 
 def parse_size(text: str, option: str = "plan.device_memory") -> int:
-    """'80GiB' -> 85899345920 bytes; GB is 10**9, GiB 2**30, a bare number is bytes."""
+    """'80GiB' -> 85899345920 bytes; GB is 10**9, GiB 2**30, B bytes. A bare number is refused:
+    80 could mean GiB, GB or bytes, and a plan for 80 bytes would only mislead."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", text, re.IGNORECASE)
     if not match:
         raise ConfigError(f"{option}: {text!r} is not a size; write it like 80GiB, 24GB or 512MiB")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+    if match.group(2) is None:
+        number = match.group(1)
+        raise ConfigError(f"{option}: {text!r} has no unit; write {number}GiB (2**30 bytes) or {number}GB (10**9 bytes)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 @dataclass(frozen=True)

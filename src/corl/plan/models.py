@@ -1,8 +1,9 @@
 """What the plan knows of an agent's model: its config, built on the meta device (no memory,
 no weights read), counted the way corl will hold it.
 
-The config comes from the model's own `config.json` (a local folder, the Hugging Face cache
-or the hub where reachable) or, for a registered model source (`tiny:` / `tiny-vl:`, corl.studies),
+The config comes from the model's own `config.json` (a local folder), corl's table of the
+public configs of the models its own configs name (corl.plan.known_models, offline), the
+Hugging Face cache or the hub where reachable, or, for a registered model source (`tiny:` / `tiny-vl:`, corl.studies),
 from the source's `config`.
 The model is then built on the meta device with transformers' Auto classes
 (AutoModelForImageTextToText for a vision-language model) and prepared as corl prepares it
@@ -70,8 +71,15 @@ def hf_config(model: str, where: str):
     source = split_model_name(model)
     if source is not None:
         return source[0].config(source[1]), f"{source[0].describe or 'model source'} {source[1]!r}"
+    from pathlib import Path
+
     from transformers import AutoConfig
 
+    from corl.plan.known_models import known_config
+
+    known = None if Path(model).is_dir() else known_config(model)  # a local folder overrides the table
+    if known is not None:
+        return known[0], f"{known[1]} (corl's table of public configs; a local folder overrides it)"
     try:
         return AutoConfig.from_pretrained(model), f"{model}/config.json"
     except (OSError, ValueError) as err:
