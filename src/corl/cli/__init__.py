@@ -47,7 +47,7 @@ def _not_inside_a_multiprocessing_child() -> None:
     importlib.import_module("corl.studies.plugins")
 
 
-_COMMAND_MODULES = ("train", "plan", "evaluate", "grade", "quickstart", "theory", "diversity", "rephrase", "suite")
+_COMMAND_MODULES = ("train", "plan", "evaluate", "grade", "quickstart", "theory", "diversity", "rephrase", "suite", "data")
 
 for _name in _COMMAND_MODULES:
     importlib.import_module(f"{__name__}.{_name}").register(app)
