@@ -28,6 +28,9 @@ class ModelSource:
     # chat), taken by `corl eval` when not given: a model trained on the bare problem scores 0
     # under the default instruction, a wrong number without an error.
     prompt: dict | None = None
+    # name -> None, or ValueError naming the names it has (and the close ones): a mistyped
+    # name is refused in one line before anything loads, not deep inside `resolve`
+    check: Callable[[str], None] | None = None
 
 
 MODEL_SOURCES: Registry = Registry("model source")

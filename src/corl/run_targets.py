@@ -2,7 +2,8 @@
 
     corl eval RUN                               # every agent of the run's latest checkpoint, on its validation set
     corl eval RUN --step 20                     # ... of checkpoints/step_000020
-    corl eval RUN --step best                   # ... of checkpoints/best
+    corl eval RUN --step best                   # ... of RUN/best (logging.select's choice; best-<rule> for the others)
+    corl eval RUN/best                          # a checkpoint folder (RUN/best, RUN/checkpoints/step_N): every agent in it
     corl eval RUN/checkpoints/step_000020       # a checkpoint folder: every agent in it
     corl eval RUN/checkpoints/step_000020/agent0 Qwen/Qwen2.5-1.5B tiny:llama-char   # models
 
@@ -104,8 +105,7 @@ def _expand(item: str, step: str | None) -> list[Target]:
     if _is_checkpoint(path):
         if step is not None:
             raise TargetError(f"--step picks a checkpoint of a run folder; {item!r} is a checkpoint already")
-        run = path.parent.parent if path.parent.name == "checkpoints" else None
-        return _agents(run, path)
+        return _agents(_run_of_checkpoint(path), path)
     runs = _runs_under(path)
     if runs:  # a study's folder (`corl quickstart --out`): say which runs it holds
         shown = ", ".join(runs[:6]) + (f" and {len(runs) - 6} more" if len(runs) > 6 else "")
@@ -133,11 +133,22 @@ def _is_checkpoint(path: Path) -> bool:
 
 
 def _run_of_agent(path: Path) -> tuple[Path | None, Path | None]:
-    """An agent folder inside RUN/checkpoints/<checkpoint>/: its run and checkpoint, else (None, None)."""
+    """An agent folder inside a checkpoint of a run (RUN/checkpoints/<checkpoint>/, RUN/best/):
+    its run and checkpoint, else (None, None)."""
     checkpoint = path.parent
-    if _is_checkpoint(checkpoint) and checkpoint.parent.name == "checkpoints":
-        return checkpoint.parent.parent, checkpoint
-    return None, None
+    if not _is_checkpoint(checkpoint):
+        return None, None
+    return _run_of_checkpoint(checkpoint), checkpoint
+
+
+def _run_of_checkpoint(checkpoint: Path) -> Path | None:
+    """The run a checkpoint folder belongs to: RUN of RUN/checkpoints/step_N, or of RUN/best and
+    RUN/best-<rule> (the selected checkpoints, beside config.yaml); None for a folder moved elsewhere."""
+    if checkpoint.parent.name == "checkpoints":
+        return checkpoint.parent.parent
+    if checkpoint.name.startswith("best") and (checkpoint.parent / "checkpoints").is_dir():
+        return checkpoint.parent
+    return None
 
 
 def _pick_checkpoint(run: Path, step: str | None) -> Path:
@@ -150,17 +161,19 @@ def _pick_checkpoint(run: Path, step: str | None) -> Path:
         if chosen is None or not chosen.is_dir():
             raise TargetError(f"run folder {str(run)!r} has no checkpoint yet (checkpoints/ is empty); wait for its first one")
         return chosen
-    if step == "best":
-        best = root / "best"
-        if best.is_file():  # a pointer, as checkpoints/latest
-            best = root / best.read_text().strip()
-        if not best.is_dir():
-            raise TargetError(
-                f"run folder {str(run)!r} has no best checkpoint (checkpoints/best); leave out --step for the latest"
+    if step.startswith("best"):  # RUN/best (logging.select), RUN/best-<rule> (logging.select_also)
+        best = run / step
+        if not _is_checkpoint(best):
+            have = sorted(p.name for p in run.glob("best*") if _is_checkpoint(p))
+            why = (
+                f"it has {', '.join(have)}"
+                if have
+                else "logging.select chose none: with select last the final checkpoint is the result"
             )
+            raise TargetError(f"run folder {str(run)!r} has no {step}/ ({why}); leave out --step for the latest")
         return best
     if not step.isdigit():
-        raise TargetError(f"--step {step!r}: give a step number, latest or best")
+        raise TargetError(f"--step {step!r}: give a step number, latest, best or best-<rule>")
     chosen = root / f"step_{int(step):06d}"
     if not chosen.is_dir():
         have = ", ".join(str(int(p.name.removeprefix("step_"))) for p in steps) or "none"
@@ -212,7 +225,16 @@ def run_defaults(targets: list[Target], given: frozenset[str] = frozenset()) -> 
     configs = [(run, cfg) for run, cfg in configs if cfg is not None]
     if not configs:
         prompt = {k: v for k, v in _source_prompt(targets).items() if k not in given}
-        return prompt, (f"prompt: the one these models were pretrained with ({_shown(prompt)})" if prompt else None)
+        if prompt:
+            return prompt, f"prompt: the one these models were pretrained with ({_shown(prompt)})"
+        moved = [t.label for t in targets if t.checkpoint is not None]
+        if moved and not {"template", "instruction"} & given:
+            return {}, (
+                f"{', '.join(moved)}: a checkpoint outside its run folder (no config.yaml beside it), so the prompt it was "
+                "trained with is unknown and the default one is used; evaluate it inside its run folder, or give "
+                "--template and --instruction as the run's config.yaml says (data.template, data.instruction)"
+            )
+        return {}, None
     values = [_options(cfg) for _, cfg in configs]
     if any(v != values[0] for v in values[1:]):
         return {}, "the runs validate on different data or prompts, so none is taken from them"

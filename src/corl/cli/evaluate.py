@@ -27,7 +27,9 @@ def evaluate(
         ...,
         help="Run folders (every agent of a checkpoint), checkpoint folders, model folders, Hugging Face ids or tiny:<family>.",
     ),
-    step: str | None = typer.Option(None, "--step", help="A run folder's checkpoint: a step number, latest (default) or best."),
+    step: str | None = typer.Option(
+        None, "--step", help="A run folder's checkpoint: a step number, latest (default), best (RUN/best) or best-<rule>."
+    ),
     data: str | None = typer.Option(
         None, "--data", help="Dataset with answers (math) or tests (code): local JSONL/Parquet/CSV or HF name."
     ),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from corl.config.run import RunConfig
 from corl.config.sections import ConfigError
@@ -53,16 +56,72 @@ def _child(node: Any, part: str, where: str, create: bool) -> Any:
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
+    """One line for one error (`run.yaml: cohort.step: unknown key; ...`), a line per error under a heading otherwise."""
     lines = [f"{source}: invalid configuration"]
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key (check its spelling and section)"
+            msg = unknown_key_hint(e["loc"])
         given = e.get("input")
         shown = "" if e["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
         lines.append(f"  {key}: {msg}{shown}")
+    if len(lines) == 2:
+        return f"{source}: {lines[1].strip()}"
     return "\n".join(lines)
+
+
+# Keys people bring from other trainers, and where corl keeps them
+MOVED_KEYS = {
+    "lr": "the learning rate is per agent: agents[].lr (agents.0.lr for the first)",
+    "learning_rate": "the learning rate is per agent: agents[].lr (agents.0.lr for the first)",
+    "model": "models are per agent: agents[].model",
+    "seed": "cohort.seed (agents[].seed for one agent)",
+    "max_steps": "cohort.steps",
+    "num_generations": "cohort.samples_per_prompt",
+}
+
+
+def unknown_key_hint(loc: tuple) -> str:
+    """'unknown key' for the key at `loc`, with the keys of its section it may be a misspelling
+    of (did you mean cohort.stop or cohort.steps?) or where a key known from elsewhere lives."""
+    *parent, key = (str(p) for p in loc)
+    moved = MOVED_KEYS.get(key)
+    if moved is not None and [p for p in parent if not p.isdigit()] != ["agents"]:
+        return f"unknown key: {moved}"
+    known = _section_keys(RunConfig, parent)
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.75) if known else []
+    close += [k for k in known if k not in close and (k.startswith(key) or key.startswith(k)) and len(close) < 3]
+    where = ".".join(parent)
+    if close:
+        return "unknown key; did you mean " + " or ".join(f"{where}.{k}" if where else k for k in close) + "?"
+    if known:
+        return f"unknown key; {where or 'the top level'} has: {', '.join(known)}"
+    return "unknown key (check its spelling and section)"
+
+
+def _section_keys(model: type[BaseModel], path: list[str]) -> list[str]:
+    """The keys of the config section at `path` ("cohort", "agents.0"), [] when it is none."""
+    for part in path:
+        if part.isdigit():
+            continue
+        field = model.model_fields.get(part)
+        model = _model_in(field.annotation) if field is not None else None
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
+def _model_in(annotation) -> type[BaseModel] | None:
+    """The pydantic model a field holds: itself, an optional one, or a list of them."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType, typing.Annotated):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
 
 
 def validate_config(raw: dict[str, Any], source: str = "config") -> RunConfig:

@@ -54,7 +54,14 @@ def check_model_source(model: str, where: str) -> None:
     """
     from corl.config import ConfigError
 
-    if split_model_name(model) is not None:
+    found = split_model_name(model)
+    if found is not None:
+        source, name = found
+        if source.check is not None:
+            try:
+                source.check(name)
+            except ValueError as err:
+                raise ConfigError(f"{where}: {err}") from None
         return
     path = Path(model).expanduser()
     if path.exists():

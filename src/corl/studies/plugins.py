@@ -74,6 +74,47 @@ def tiny_vl_processor(name: str):
     return build_processor(get_vl_family(name))
 
 
+def _names_check(kind: str, get, known):
+    """A ModelSource.check: `get(name)` raises KeyError for a name it has no family of."""
+
+    def check(name: str) -> None:
+        import difflib
+
+        try:
+            get(name)
+        except KeyError:
+            names = list(known())
+            close = difflib.get_close_matches(name, names, n=2, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise ValueError(f"unknown {kind} {name!r}; {hint}the families: {', '.join(names)}") from None
+
+    return check
+
+
+def _tiny_families():
+    from corl.studies.tiny.families import FAMILIES
+
+    return FAMILIES
+
+
+def _tiny_vl_families():
+    from corl.studies.tiny_vl.families import VL_FAMILIES
+
+    return VL_FAMILIES
+
+
+def _tiny_family(name: str):
+    from corl.studies.tiny.families import get_family
+
+    return get_family(name)
+
+
+def _tiny_vl_family(name: str):
+    from corl.studies.tiny_vl.families import get_vl_family
+
+    return get_vl_family(name)
+
+
 def _split_rows(spec: str, source: str, prefix: str, splits, make_split) -> list[dict]:
     parts = spec.split(":")
     if len(parts) not in (1, 2) or parts[0] not in splits or (len(parts) == 2 and not parts[1].isdigit()):
@@ -99,11 +140,27 @@ def vtiny_rows(spec: str, source: str) -> list[dict]:
 # problem and a newline (a vision family: the problem in its processor's template, the image first).
 TINY_PROMPT = {"template": PROMPT_TEMPLATE, "instruction": "", "chat": False}
 TINY_VL_PROMPT = {"template": "{problem}", "instruction": ""}
-register_model_source("tiny", ModelSource(tiny_path, tiny_config, tiny_tokenizer, describe="tiny family", prompt=TINY_PROMPT))
+register_model_source(
+    "tiny",
+    ModelSource(
+        tiny_path,
+        tiny_config,
+        tiny_tokenizer,
+        describe="tiny family",
+        prompt=TINY_PROMPT,
+        check=_names_check("tiny family", _tiny_family, _tiny_families),
+    ),
+)
 register_model_source(
     "tiny-vl",
     ModelSource(
-        tiny_vl_path, tiny_vl_config, tiny_vl_processor, vision=True, describe="tiny vision family", prompt=TINY_VL_PROMPT
+        tiny_vl_path,
+        tiny_vl_config,
+        tiny_vl_processor,
+        vision=True,
+        describe="tiny vision family",
+        prompt=TINY_VL_PROMPT,
+        check=_names_check("tiny vision family", _tiny_vl_family, _tiny_vl_families),
     ),
 )
 register_data_source("tiny", tiny_rows)
