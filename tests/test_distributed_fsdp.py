@@ -280,7 +280,7 @@ def test_two_nodes_without_a_shared_disk_equal_one_node_also_after_one_is_killed
 UPDATE_WORKER = """
 import json, sys, torch, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from corl.trainer import Agent
+from corl.trainer import Agent, logprobs
 from corl.config import AgentConfig, ComputeConfig, GRPOConfig
 from corl.data import Problem, PromptTemplate
 from corl.models import load_policy
@@ -298,12 +298,15 @@ params = SamplingParams(temperature=1.0, max_new_tokens=10)
 problems = [Problem(id=str(i), texts={"problem": p}) for i, p in enumerate(["3+4=?", "12*3-5=?", "7=?", "9-2=?"])]
 rewards = torch.tensor([[1.0, 0, 0, 1], [0, 1, 1, 1], [0, 0, 1, 0], [1, 0, 0, 0]])
 mine = list(range(rank, len(problems), world))  # Placement.prompt_positions
+# One position of logits a chunk: the chunked head (logprobs.completion_hidden) splits every
+# minibatch, here and in the single process alike, and its chunks must add up to the same step.
+logprobs.LOGIT_CHUNK_ELEMENTS = 1
 
-def agent(compute, dp=None):
+def agent(compute, dp=None, beta=0.0):
     torch.manual_seed(0)  # LoRA's initial adapters: the same in every agent built here
     model, tok = load_policy(path)
     a = Agent(AgentConfig(name="a", model=path), model, tok, PromptTemplate("{problem}\\\\n", ""), "problem",
-              GRPOConfig(max_grad_norm=None, minibatch_size=3), dp=dp, compute=compute)
+              GRPOConfig(max_grad_norm=None, minibatch_size=3, beta=beta), dp=dp, compute=compute)
     a.optimizer = torch.optim.SGD([p for p in a.model.parameters() if p.requires_grad], lr=1.0)  # the step is -gradient
     return a
 
@@ -314,26 +317,38 @@ sampler = agent(ComputeConfig())
 torch.manual_seed(3)
 rollout = sampler.sample(problems, 4, params)  # the same whole batch on every rank, for every check
 
+def dp_group():
+    return DataParallel(mesh.get_group(), range(world), rank, heartbeat, mesh=mesh)
+
 def step(compute, sharded):
-    dp = DataParallel(mesh.get_group(), range(world), rank, heartbeat, mesh=mesh) if sharded else None
-    a = agent(compute, dp)
+    a = agent(compute, dp_group() if sharded else None)
+    widest = [0]  # the most positions the output head was handed at once (forward and recomputation)
+    a.model.get_output_embeddings().register_forward_hook(lambda m, i, o: widest.__setitem__(0, max(widest[0], o.shape[-2])))
     before = weights(a.model)
     if sharded:
         stats = a.update(rollout.select_prompts(mine), rewards[mine], params)
     else:
         stats = a.update(rollout, rewards, params)
-    return weights(a.model) - before, stats
+    return weights(a.model) - before, stats, widest[0]
 
 results = {}
 for label, compute in [("fp32", ComputeConfig()),
                        ("lora+checkpointing", ComputeConfig(lora={"r": 4, "alpha": 16}, gradient_checkpointing=True))]:
-    whole, expected = step(compute, sharded=False)
-    delta, stats = step(compute, sharded=True)
+    whole, expected, _ = step(compute, sharded=False)
+    delta, stats, widest = step(compute, sharded=True)
     results[label] = {"error": float((delta - whole).abs().max()), "size": float(whole.abs().max()),
-                      "grad_norm": [stats.grad_norm, expected.grad_norm], "loss": [stats.loss, expected.loss]}
-bf16, _ = step(ComputeConfig(bf16=True), sharded=True)
-fp32, _ = step(ComputeConfig(), sharded=True)
+                      "grad_norm": [stats.grad_norm, expected.grad_norm], "loss": [stats.loss, expected.loss],
+                      "head_positions": widest}
+bf16, _, _ = step(ComputeConfig(bf16=True), sharded=True)
+fp32, _, _ = step(ComputeConfig(), sharded=True)
 results["bf16"] = {"error": float((bf16 - fp32).norm() / fp32.norm()), "size": float(fp32.abs().max())}
+# The KL reference under FSDP2 + bf16: sharded, in bf16, on the policy's path (KL 0 before any step).
+a = agent(ComputeConfig(bf16=True), dp_group(), beta=0.04)
+stats = a.update(rollout.select_prompts(mine), rewards[mine], params)
+ref = list(a.reference.parameters())
+results["reference"] = {"kl": stats.kl, "steps": stats.optimizer_steps, "sharded": all(hasattr(p, "to_local") for p in ref),
+                        "held": sum(p.to_local().numel() * p.element_size() for p in ref if hasattr(p, "to_local")),
+                        "whole_fp32": sum(4 * p.numel() for p in ref)}
 with open(f"{out}/rank{rank}.json", "w") as f:
     json.dump(results, f)
 dist.destroy_process_group()
@@ -344,10 +359,15 @@ def test_one_sharded_update_equals_the_whole_batch_update_and_bf16_stays_near_fp
     """Two gloo ranks, each with half the prompts of one rollout, take one FSDP2 GRPO step with
     SGD (lr 1: the step is minus the gradient, so a gradient averaged instead of summed
     shows as a step half as long); it must equal one process's step on the whole batch. The
-    same with LoRA + activation checkpointing. bf16 (FSDP2's mixed precision: bf16 compute,
+    same with LoRA + activation checkpointing. Both go through the chunked head (one position
+    of logits at a time, checkpointed): under FSDP2 the output head is never handed more than
+    one position, so no [n, C, V] logits exist. bf16 (FSDP2's mixed precision: bf16 compute,
     fp32 reduce and master weights) against fp32 on the same rollout: relative error of the
     step (norm) below 5e-2: bf16 keeps 8 significant bits (relative rounding 2^-9, about
-    2e-3 per operation), and the error grows through the forward and backward of each layer."""
+    2e-3 per operation), and the error grows through the forward and backward of each layer.
+    The KL reference (grpo.beta > 0) under FSDP2 + bf16 is sharded over the 2 ranks in bf16
+    (a quarter of a whole float32 copy, up to the shards' padding) and computes as the policy
+    does: its KL before any step is exactly 0 (a whole float32 copy under autocast gave 1e-7)."""
     pytest.importorskip("peft")
     script = tmp_path / "worker.py"
     script.write_text(UPDATE_WORKER)
@@ -369,4 +389,8 @@ def test_one_sharded_update_equals_the_whole_batch_update_and_bf16_stays_near_fp
             assert r["error"] <= 1e-6 * max(1.0, r["size"]), (label, r)
             assert r["grad_norm"][0] == pytest.approx(r["grad_norm"][1], rel=1e-5), (label, r)
             assert r["loss"][0] == pytest.approx(r["loss"][1], rel=1e-4, abs=1e-7), (label, r)
+            assert r["head_positions"] == 1, (label, r)  # the chunked head ran under FSDP2
         assert results["bf16"]["error"] < 5e-2, results["bf16"]
+        ref = results["reference"]
+        assert ref["steps"] == 1 and ref["kl"] == 0.0, ref
+        assert ref["sharded"] and ref["held"] <= 1.1 * ref["whole_fp32"] / 4, ref

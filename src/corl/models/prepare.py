@@ -39,6 +39,26 @@ def prepare_frozen(model, compute: ComputeConfig | None):
     return model
 
 
+def prepare_reference(model, compute: ComputeConfig | None, dp):
+    """The frozen KL reference (grpo.beta > 0), held as the policy computes.
+
+    Under FSDP2 it is sharded over the policy's dp ranks with the policy's mixed precision
+    (`shard_with_fsdp`): each rank keeps 1/D of it, and its forward runs the policy's own
+    numerical path, so at step 0 the KL is exactly 0. With compute.bf16 its shards are kept
+    in bfloat16, the dtype FSDP2 gathers them in anyway (a float32 shard would be cast to the
+    same values before every gather): half the memory, the same forward. Buffers (RoPE's
+    inverse frequencies) keep their dtype, as the policy's do. Without FSDP: `prepare_frozen`.
+    """
+    if not dp.fsdp:
+        return prepare_frozen(model, compute)
+    bf16 = compute is not None and compute.bf16
+    if bf16:
+        for parameter in model.parameters():  # tied weights are one parameter: cast once
+            parameter.data = parameter.data.to(torch.bfloat16)
+    shard_with_fsdp(model, dp.mesh, bf16)
+    return model
+
+
 def _autocast_bf16(model) -> None:
     # float32 master weights, bfloat16 matmuls: wrap forward, which generate() also calls
     device_type = next(model.parameters()).device.type

@@ -14,7 +14,7 @@ import torch
 from corl.checkpoint_sharded import SHARDED_FOLDER, load_sharded, save_sharded
 from corl.config import AgentConfig, ComputeConfig, GRPOConfig, RolloutConfig
 from corl.data import IMAGES_INPUT, Problem, PromptTemplate
-from corl.models import prepare_frozen, prepare_model, save_policy
+from corl.models import prepare_frozen, prepare_model, prepare_reference, save_policy
 from corl.parallel import DataParallel
 from corl.rollout import Rollout, SamplingParams, build_engine
 from corl.rollout.base import Prompt
@@ -66,8 +66,9 @@ class Agent:
         # Frozen copies come first, from the plain model: they never train, shard or carry adapters.
         self.reference = None
         if grpo.beta > 0 and self.trains:
-            # Only with a KL term is a frozen copy of the initial policy worth its memory.
-            self.reference = prepare_frozen(copy.deepcopy(model).eval().requires_grad_(False), compute)
+            # Only with a KL term is a frozen copy of the initial policy worth its memory. Under
+            # FSDP2 it is sharded as the policy is, and computes as the policy does (prepare_reference).
+            self.reference = prepare_reference(copy.deepcopy(model).eval().requires_grad_(False), compute, self.dp)
         self.ema_momentum = ema_momentum
         self.teacher = None  # Co-rewarding-II: a slowly moving copy of this agent labels it
         self.teacher_engine = None

@@ -65,14 +65,6 @@ def _root(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model  # under a peft wrapper
 
 
-def _sharded(model) -> bool:
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:  # a torch built without distributed
-        return False
-    return isinstance(_root(model), FSDPModule)
-
-
 class _HeadInput:
     """A forward pre-hook on the output projection: it keeps the hidden states it is given
     and passes the head an empty slice, so the model's own forward computes no logits.
@@ -94,15 +86,16 @@ def completion_hidden(model, rollout: Rollout, rows: torch.Tensor, width: int):
     """Final hidden states before the completion tokens, and the head that maps them to logits.
 
     Returns ([n, width, H] hidden states, head: [..., H] -> [..., V], V), or None for a model
-    whose logits are not the plain head of its hidden states (or whose head is FSDP-sharded).
+    whose logits are not the plain head of its hidden states.
+
+    Under FSDP2 the head belongs to the root unit (corl.models.prepare.shard_with_fsdp), whose
+    parameters stay gathered from its forward to the end of its backward (FSDP2 reshards the
+    root only in its post-backward callback): the head applied here, and again for each chunk's
+    recomputation in the backward, sees the gathered weight, and its gradient is reduce-scattered
+    with the root's.
     """
     lm_head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if (
-        rollout.vision is not None
-        or lm_head is None
-        or getattr(model.config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES
-        or _sharded(model)
-    ):
+    if rollout.vision is not None or lm_head is None or getattr(model.config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES:
         return None
     capture = _HeadInput()
     handle = lm_head.register_forward_pre_hook(capture)

@@ -15,7 +15,7 @@ from corl.config import ConfigError, RunConfig
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, build_problems, load_rows
 from corl.health import check_weights
 from corl.labels import label_source_spec
-from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_agent_policy, prepare_frozen
+from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_agent_policy, prepare_reference
 from corl.parallel import DataParallel, Exchange
 from corl.run_folder import check_writable
 from corl.tasks import task_spec
@@ -138,7 +138,7 @@ def build_agent(
     if weights and adapters is None and agent.reference is not None:
         # The KL anchor is the *initial* policy, not the resumed weights.
         reference = load_agent_policy(agent_cfg.model, agent_cfg.tokenizer, device)[0].eval().requires_grad_(False)
-        agent.reference = prepare_frozen(reference, cfg.compute)
+        agent.reference = prepare_reference(reference, cfg.compute, agent.dp)
     return agent
 
 

@@ -8,7 +8,6 @@ In a single process every one of them is the identity.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -133,7 +132,8 @@ def grpo_update(
     old = frozen_logprobs(agent, agent.model, rollout, plan, temperature) if cfg.num_passes > 1 else None
     ref = None
     if agent.reference is not None:
-        ref = frozen_logprobs(agent, agent.reference, rollout, plan, temperature, contextlib.nullcontext())
+        # sharded as the policy is under FSDP2 (models.prepare_reference): gathered as the policy is
+        ref = frozen_logprobs(agent, agent.reference, rollout, plan, temperature, agent.dp.gathered(agent.reference))
     mismatch: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
     losses, clips, kls, norms = [], [], [], []
