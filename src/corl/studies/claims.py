@@ -151,18 +151,109 @@ def reward_std(std: dict[str, float] | None) -> dict | None:
     return claim("TTRL's reward std falls faster than Co-RL's", std["co-rl"] - std["ttrl"], None, std)
 
 
-def in_regime(regime: dict | None) -> dict | None:
-    """Theorem 1's condition before RL: every pair's sampled accuracies sum above 1 on every type."""
-    if not regime or not regime.get("pair_sums"):
+def _sign_test(values: Sequence[float]) -> dict:
+    """Two-sided sign test of the nonzero values: {"positive", "negative", "p"} (binomial, p = 1/2)."""
+    pos, neg = sum(v > 0 for v in values), sum(v < 0 for v in values)
+    n, low = pos + neg, min(pos, neg)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(low + 1)) / 2**n) if n else 1.0
+    return {"positive": pos, "negative": neg, "p": p}
+
+
+def _side(diffs: dict[int, list[float]]) -> dict:
+    """One side of the line: the gain averaged over agents per problem, then over problems (clustered by problem)."""
+    per_problem = [_mean(v) for v in diffs.values()]
+    n = len(per_problem)
+    se = statistics.stdev(per_problem) / math.sqrt(n) if n > 1 else None
+    return {"gain": _mean(per_problem), "noise": None if se is None else 2 * se, "problems": n} | _sign_test(per_problem)
+
+
+def peer_gain_split(
+    vectors: dict, sums: dict[str, Sequence[float]], text: str, better: str = "co-rl", worse: str = "ttrl"
+) -> dict | None:
+    """Theorem 1's prediction: `better`'s gain over `worse` is positive where p_A + p_B > 1, not where it is below.
+
+    Args:
+        vectors: method -> agent -> [seeds][problems] greedy correctness (0/1) on the test problems.
+        sums: agent -> [problems] p of the agent plus p of its teacher (the agent it learns from in
+            Co-RL's ring), the bases' sampled accuracies before RL; a sum of exactly 1 is on the line
+            and counted on neither side.
+    Returns:
+        The claim: holds iff the gain above the line is > 0 and the gain below is <= 0 (a side
+        without problems is not tested); the margin is the weaker side's (gain above, minus the
+        gain below) with that side's noise (two standard errors over problems). The numbers hold
+        each side's gain, noise, problem count and a sign test over its problems.
+    """
+    if better not in vectors or worse not in vectors:
         return None
-    sums = {(pair, t): v for pair, by in regime["pair_sums"].items() for t, v in by.items()}
-    worst = min(sums, key=sums.get)
-    numbers = {"worst": f"{worst[0]} on {worst[1]}", "sum": sums[worst]}
-    return claim("bases in Theorem 1's regime (per-type p_A + p_B > 1, validation)", sums[worst] - 1.0, None, numbers)
+    sides: dict[str, dict[int, list[float]]] = {"above": {}, "below": {}}
+    for agent, agent_sums in sums.items():
+        if agent not in vectors[better] or agent not in vectors[worse]:
+            continue
+        d = per_problem_differences(vectors[better][agent], vectors[worse][agent])
+        for i, (gain, total) in enumerate(zip(d, agent_sums, strict=True)):
+            if total != 1:
+                sides["above" if total > 1 else "below"].setdefault(i, []).append(gain)
+    numbers = {side: _side(diffs) for side, diffs in sides.items() if diffs}
+    if not numbers:
+        return None
+    checks = []
+    if "above" in numbers:
+        checks.append((numbers["above"]["gain"], numbers["above"]["noise"]))
+    if "below" in numbers:
+        checks.append((-numbers["below"]["gain"], numbers["below"]["noise"]))
+    margin, noise = min(checks, key=lambda c: c[0])
+    c = claim(text, margin, noise, numbers)
+    c["holds"] = numbers.get("above", {"gain": 1})["gain"] > 0 and numbers.get("below", {"gain": 0})["gain"] <= 0
+    return c
+
+
+def ring_teacher(names: Sequence[str]) -> dict[str, str]:
+    """agent -> the agent whose labels it learns from in Co-RL (`peer`: agent n from n-1; two agents: each other)."""
+    return {name: names[i - 1] for i, name in enumerate(names)} if len(names) > 1 else {}
+
+
+def type_sums(sampled_by_type: dict[str, dict[str, float]], types: Sequence[str]) -> dict[str, list[float]]:
+    """agent -> [test problems] p_agent + p_teacher of the problem's type (validation accuracies per type)."""
+    return {
+        a: [sampled_by_type[a][t] + sampled_by_type[teacher][t] for t in types]
+        for a, teacher in ring_teacher(list(sampled_by_type)).items()
+    }
+
+
+def problem_sums(sampled: dict[str, Sequence[float]]) -> dict[str, list[float]]:
+    """agent -> [test problems] p_agent + p_teacher, each the share of a base's T=1 samples on that problem."""
+    return {
+        a: [x + y for x, y in zip(sampled[a], sampled[teacher], strict=True)]
+        for a, teacher in ring_teacher(list(sampled)).items()
+    }
+
+
+# Below this many T=1 samples per problem and agent, a problem's p_A + p_B is too coarse to place it
+# on a side of the line (4 samples: p in steps of 0.25); the per-type split is the one tested then.
+PER_PROBLEM_MIN_SAMPLES = 4
+
+
+def theorem_claims(vectors: dict, regime: dict | None, types: Sequence[str] | None, base_sampled: dict | None) -> list[dict]:
+    """Theorem 1 where it predicts: Co-RL's gain over TTRL split at p_A + p_B = 1, per problem type
+    (validation accuracies of the bases) and per test problem (the bases' own T=1 samples of it)."""
+    found = []
+    if regime and regime.get("sampled_by_type") and types is not None:
+        text = "Theorem 1: Co-RL gains over TTRL where per-type p_A + p_B > 1, not below (validation p)"
+        found.append(peer_gain_split(vectors, type_sums(regime["sampled_by_type"], types), text))
+    if base_sampled and base_sampled["k"] >= PER_PROBLEM_MIN_SAMPLES:
+        text = f"Theorem 1: Co-RL gains over TTRL where per-problem p_A + p_B > 1, not below ({base_sampled['k']} samples each)"
+        found.append(peer_gain_split(vectors, problem_sums(base_sampled["accuracy"]), text))
+    return [c for c in found if c is not None]
 
 
 def check_claims(
-    vectors: dict, pooled: dict, diversity: list[dict], std: dict[str, float] | None, regime: dict | None = None
+    vectors: dict,
+    pooled: dict,
+    diversity: list[dict],
+    std: dict[str, float] | None,
+    regime: dict | None = None,
+    types: Sequence[str] | None = None,
+    base_sampled: dict | None = None,
 ) -> list[dict]:
     """Every claim the measurements can decide, in the report's order.
 
@@ -172,9 +263,12 @@ def check_claims(
         diversity: corl.studies.diversity pair rows (with "correct_a"/"correct_b" for the bootstrap).
         std: method -> mean normalized reward std late in training (or None).
         regime: corl.studies.quickstart.regime's measurement of the bases (or None).
+        types: [problems] the test problems' types (the per-type split of Theorem 1's claim).
+        base_sampled: {"k": samples per problem, "accuracy": agent -> [problems] share of the
+            base's T=1 samples correct} on the test problems (the per-problem split).
     """
     found = [
-        in_regime(regime),
+        *theorem_claims(vectors, regime, types, base_sampled),
         beats_base(vectors, "gt", f"GT-Reward gains >= {100 * GT_GAIN:.0f} points for every agent", threshold=GT_GAIN),
         beats_base(vectors, "co-rl", "Co-RL above Base for every agent"),
         cohort_average(vectors, "co-rl", "ttrl", "Co-RL >= TTRL on the cohort average"),

@@ -323,7 +323,16 @@ def run_quickstart(opts: QuickstartOptions, say: Callable[[str], None] = print) 
 
     say("4/4 report")
     results = summarize(
-        opts, cohort, pairs, per_seed, skipped, t_cohort, time.perf_counter() - start, gold=test[1], regime=base_regime
+        opts,
+        cohort,
+        pairs,
+        per_seed,
+        skipped,
+        t_cohort,
+        time.perf_counter() - start,
+        gold=test[1],
+        regime=base_regime,
+        types=test[2],
     )
     results["base_eval_seconds"] = round(t_base, 1)
     from corl.studies.report import write_report

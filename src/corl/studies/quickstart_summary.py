@@ -16,20 +16,31 @@ def _mean_std(values: list[float]) -> dict[str, float]:
 
 
 def summarize(
-    opts, cohort, pairs, per_seed, skipped, t_cohort, elapsed, gold: list[str] | None = None, regime: dict | None = None
+    opts,
+    cohort,
+    pairs,
+    per_seed,
+    skipped,
+    t_cohort,
+    elapsed,
+    gold: list[str] | None = None,
+    regime: dict | None = None,
+    types: list[str] | None = None,
 ) -> dict:
-    """Per-method, per-agent test accuracies (mean +- std over seeds), the pooled ensembles and the paper's claims."""
+    """Per-method, per-agent test accuracies (mean +- std over seeds), the pooled ensembles and the paper's claims.
+
+    `gold` and `types` are the test problems' answers and types (the ensembles and Theorem 1's split)."""
     methods: dict[str, dict] = {}
     for method in per_seed[0]:
         agents = per_seed[0][method]
         methods[method] = {}
         for agent in agents:
             runs = [s[method][agent] for s in per_seed if method in s]
-            types = sorted(runs[0]["greedy_by_type"])
+            kinds = sorted(runs[0]["greedy_by_type"])
             methods[method][agent] = {
                 "greedy": _mean_std([r["greedy"] for r in runs]),
                 "avg@4": _mean_std([r["avg@4"] for r in runs]),
-                "greedy_by_type": {t: _mean_std([r["greedy_by_type"][t] for r in runs]) for t in types},
+                "greedy_by_type": {t: _mean_std([r["greedy_by_type"][t] for r in runs]) for t in kinds},
                 "mean_length": _mean_std([r["mean_length"] for r in runs]),
                 "run_dirs": [r.get("run_dir") for r in runs if r.get("run_dir")],
                 "train_seconds": round(statistics.fmean(r.get("train_seconds", 0.0) for r in runs), 1),
@@ -50,8 +61,23 @@ def summarize(
     }
     from corl.studies.claims import check_claims
 
-    results["claims"] = check_claims(results["vectors"], results["ensembles"], pairs, reward_std_trend(results), regime)
+    sampled = base_sampled(per_seed, gold) if gold is not None else None
+    results["claims"] = check_claims(
+        results["vectors"], results["ensembles"], pairs, reward_std_trend(results), regime, types, sampled
+    )
     return results
+
+
+def base_sampled(per_seed: list[dict], gold: list[str]) -> dict | None:
+    """{"k", "accuracy": agent -> [problems] share of the base's T=1 test samples correct} (Theorem 1 per problem)."""
+    from corl.evaluate import grade
+
+    base = per_seed[0].get("base", {})
+    sets = {agent: e["samples"] for agent, e in base.items() if "samples" in e}
+    if not sets:
+        return None
+    k = min(len(group) for samples in sets.values() for group in samples)
+    return {"k": k, "accuracy": {a: [sum(c) / len(c) for c in grade(s, gold)] for a, s in sets.items()}}
 
 
 def per_problem(per_seed: list[dict]) -> dict[str, dict[str, list[list[int]]]]:
