@@ -40,11 +40,15 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
+    """Restore what `rng_state` saved. CUDA: the states of the devices this process sees, in
+    order (a process resumed with fewer GPUs than the one that saved skips the rest; the
+    sampling reseeds at every step, so nothing a run draws depends on them)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        for device, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, device)
 
 
 def _write_atomic(path: Path, text: str) -> None:
