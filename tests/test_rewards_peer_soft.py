@@ -68,11 +68,34 @@ def test_confidence_is_refused_where_the_group_std_would_cancel_it():
 
 
 def test_vote_share_counts_every_agreeing_teacher_sample():
-    # teacher's K = 5 answers 1, 1, 2, -, 02: entries ("1", 2), ("2", 1), ("02", 1), total 5
+    # teacher's K = 5 answers 1, 1, 2, -, 02: entries ("1", 2), ("2", 1), ("02", 1), 4 answered of 5
     label = majority_vote(["1", "1", "2", None, "02"])
     r = vote_share_rewards(inputs([["1", "2", "002", "3", None]], [label]))
-    # "1": 2/5; "2": key "2" (1) + "02" equivalent (1) = 2/5; "002": equivalent to both = 2/5; "3": 0; none: 0
-    assert r.tolist() == [pytest.approx([0.4, 0.4, 0.4, 0.0, 0.0])]
+    # "1": 2/4; "2": key "2" (1) + "02" equivalent (1) = 2/4; "002": equivalent to both = 2/4; "3": 0; none: 0
+    assert r.tolist() == [pytest.approx([0.5, 0.5, 0.5, 0.0, 0.0])]
+
+
+def test_vote_share_is_the_random_controls_expected_reward_with_an_unanswered_teacher_sample():
+    # teacher 1, 1, 2, (none): `random` draws among the 3 answered samples, so it labels "1" with
+    # probability 2/3 and "2" with 1/3; a completion saying 1 earns 2/3 in expectation, 2 earns 1/3
+    # (not 2/4 and 1/4: the unanswered sample is never drawn)
+    label = majority_vote(["1", "1", "2", None])
+    r = vote_share_rewards(inputs([["1", "2", "3", None]], [label]))
+    assert r.tolist() == [pytest.approx([2 / 3, 1 / 3, 0.0, 0.0])]
+    # the same number by drawing: over 3000 prompts the random control's labels say "1" about 2000 times
+    from corl.labels.random_label import draw_seed, random_label
+
+    labels = [random_label(["1", "1", "2", None], ["1", "1", "2", None], 0.0, draw_seed(0, 0, 0, f"q{i}")) for i in range(3000)]
+    earned = sum(v.key == "1" for v in labels) / len(labels)  # binomial sd sqrt(2/3 x 1/3 / 3000) = 0.0086
+    assert abs(earned - r[0, 0].item()) < 5 * 0.0086
+
+
+def test_abstaining_never_raises_a_self_taught_groups_mean_vote_share():
+    # a group that is its own teacher: 4 of 8 say "7", 4 say nothing -> "7" earns 4/4 each, mean 4/8 = 0.5;
+    # all 8 saying "7" -> mean 1.0; 2 of 8 -> each earns 2/2, mean 2/8: fewer answers, lower mean
+    for answered, mean in ((8, 1.0), (4, 0.5), (2, 0.25)):
+        group = ["7"] * answered + [None] * (8 - answered)
+        assert vote_share_rewards(inputs([group], [majority_vote(group)])).mean().item() == pytest.approx(mean)
 
 
 def test_vote_share_of_a_label_without_its_vote_and_of_gold():
@@ -88,12 +111,13 @@ def test_vote_share_of_a_label_without_its_vote_and_of_gold():
     answers=st.lists(st.sampled_from(["a", "b", "d", None]), min_size=1, max_size=6),
 )
 def test_vote_share_is_agreement_averaged_over_a_label_drawn_from_the_teacher(teacher, answers):
-    """The expectation of the random-label control's reward: mean over the teacher's K samples of
-    the agreement with that sample (an unanswered sample agrees with nothing)."""
+    """The expectation of the random-label control's reward: mean over the teacher's answered
+    samples (the ones `random` draws from, uniformly) of the agreement with that sample."""
     exact = lambda a, b: a == b  # noqa: E731
     label = majority_vote(teacher)
     soft = vote_share_rewards(inputs([answers], [label], exact))
-    per_sample = [agreement_rewards([answers], [answers], [Vote(t, t, 1, 1) if t is not None else None], exact) for t in teacher]
+    drawable = [t for t in teacher if t is not None]
+    per_sample = [agreement_rewards([answers], [answers], [Vote(t, t, 1, 1)], exact) for t in drawable]
     expected = torch.stack(per_sample).mean(0) if label is not None else torch.zeros(1, len(answers))
     assert torch.allclose(soft, expected)
     assert float(soft.max()) <= 1.0
