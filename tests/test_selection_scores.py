@@ -2,8 +2,19 @@
 
 import pytest
 
-from corl.trainer.scores import greedy_agreement, label_free_score, majority_share, mean_reward_std, stability, top_answer_share
-from corl.trainer.selection import choose, stop_reason
+from corl.config import validate_config
+from corl.trainer.scores import (
+    chance_agreement,
+    greedy_agreement,
+    label_free_score,
+    majority_share,
+    mean_reward_std,
+    self_agreement,
+    self_chance_agreement,
+    stability,
+    top_answer_share,
+)
+from corl.trainer.selection import Selector, choose, stop_reason
 
 
 def test_greedy_agreement_counts_prompts_where_every_agent_gives_the_same_key():
@@ -40,9 +51,36 @@ def test_mean_reward_std_over_agents_and_steps():
     assert mean_reward_std([], ["a"]) is None
 
 
-def test_label_free_score_is_agreement_else_majority_share():
-    assert label_free_score({"agreement": 0.25, "majority_share": 0.9}) == 0.25
-    assert label_free_score({"agreement": None, "majority_share": 0.9}) == 0.9
+def test_chance_agreement_is_the_product_of_each_agents_answer_shares():
+    # agent 0: 7 on 3 of 4 prompts, 8 on 1; agent 1: 7 on 2, 9 on 1, 8 on 1 -> 3/4 x 2/4 + 1/4 x 1/4 = 7/16
+    keys = [["7", "7", "7", "8"], ["7", "7", "9", "8"]]
+    assert chance_agreement(keys) == pytest.approx(7 / 16)
+    # an unanswered prompt is no answer: agent 1 answers 7 on 1 of 2 prompts -> 1 x 1/2
+    assert chance_agreement([["7", "7"], ["7", None]]) == pytest.approx(0.5)
+    # three agents: all give 5 on 1 of 2 prompts -> 1/2 x 1/2 x 1/2
+    assert chance_agreement([["5", "1"], ["5", "2"], ["5", "3"]]) == pytest.approx(1 / 8)
+    assert chance_agreement([["1"]]) is None
+    # agreement 3/4 (prompts 0, 1, 3) minus 7/16 = 5/16
+    assert label_free_score({"agreement": greedy_agreement(keys), "chance_agreement": chance_agreement(keys)}) == 5 / 16
+
+
+def test_self_agreement_and_its_chance_level_for_one_agent():
+    # greedy 1 / 2 / none; samples of prompt 0: 1,1,2,- (2 of 4 confirm), prompt 1: 2,2,2,2 (4 of 4), prompt 2: 0
+    keys = [["1", "2", None]]
+    samples = [[["1", "1", "2", None], ["2", "2", "2", "2"], ["3", "3", "1", None]]]
+    assert self_agreement(keys, samples) == pytest.approx((0.5 + 1 + 0) / 3)
+    # pooled samples (12): "1" x 3, "2" x 5, "3" x 2; greedy shares: 1 -> 1/3, 2 -> 1/3
+    # chance = 1/3 x 3/12 + 1/3 x 5/12 = 8/36
+    assert self_chance_agreement(keys, samples) == pytest.approx(8 / 36)
+    scores = {"agreement": None, "self_agreement": 0.5, "chance_agreement": 8 / 36, "majority_share": 0.9}
+    assert label_free_score(scores) == pytest.approx(0.5 - 8 / 36)
+
+
+def test_label_free_score_is_agreement_minus_chance_else_self_agreement_minus_chance():
+    assert label_free_score({"agreement": 0.25, "majority_share": 0.9}) == 0.25  # no chance level recorded: 0
+    assert label_free_score({"agreement": 0.6, "chance_agreement": 0.1, "self_agreement": 0.9}) == pytest.approx(0.5)
+    assert label_free_score({"agreement": None, "self_agreement": 0.9, "chance_agreement": 0.2}) == pytest.approx(0.7)
+    assert label_free_score({"agreement": None, "majority_share": 0.9}) == 0.0  # one agent without samples
 
 
 def point(step, label_free, accuracy=None, candidate=True, **extra):
@@ -85,9 +123,125 @@ def test_collapse_on_one_answer_everywhere_or_flat_rewards_with_full_agreement()
     args = {"patience": 1, "min_delta": 0.0, "collapse_share": 0.9}
     one_answer = [point(9, 0.5, top_answer_share=0.95, reward_std=0.3)]
     assert "same greedy answer" in stop_reason(one_answer, "collapse", **args)
-    flat = [point(9, 1.0, top_answer_share=0.2, reward_std=0.0005)]
+    # the agreement, not the label-free score, is what says "every sample the same answer": here
+    # every prompt has its own answer, so chance is 0 and both are 1
+    flat = [point(9, 1.0, top_answer_share=0.2, reward_std=0.0005, agreement=1.0)]
     assert "reward std" in stop_reason(flat, "collapse", **args)
+    # two answers, half the prompts each: label-free 1 - 1/2 = 0.5, but every sample agrees and earns the same
+    halves = [point(9, 0.5, top_answer_share=0.5, reward_std=0.0, agreement=1.0)]
+    assert "reward std" in stop_reason(halves, "collapse", **args)
+    # one agent (no greedy agreement): its majority share
+    flat_one = [point(9, 0.9, top_answer_share=0.2, reward_std=0.0, agreement=None, majority_share=1.0)]
+    assert "reward std" in stop_reason(flat_one, "collapse", **args)
     # flat rewards alone (e.g. nothing labeled yet) are no collapse
-    unsure = [point(9, 0.5, top_answer_share=0.2, reward_std=0.0)]
+    unsure = [point(9, 0.5, top_answer_share=0.2, reward_std=0.0, agreement=0.5)]
     assert stop_reason(unsure, "collapse", **args) is None
     assert stop_reason(one_answer, "none", **args) is None
+
+
+def test_plateau_does_not_measure_the_trained_points_against_the_base_model():
+    # eval_on_start's base point (0.8) is never chosen, so it is no bar either: 0.5 -> 0.6 -> 0.7 is rising
+    args = {"patience": 2, "min_delta": 0.0, "collapse_share": 0.9}
+    rising = [point(-1, 0.8, candidate=False), point(9, 0.5), point(19, 0.6), point(29, 0.7)]
+    assert stop_reason(rising, "plateau", **args) is None
+    # the trained points' own plateau still stops: best 0.5 at step 9, then 0.5 and 0.4
+    flat = [point(-1, 0.8, candidate=False), point(9, 0.5), point(19, 0.5), point(29, 0.4)]
+    assert "not improved on 0.5000" in stop_reason(flat, "plateau", **args)
+    # two trained points are too few for patience 2, with or without the base point
+    assert stop_reason(rising[:3], "plateau", **args) is None
+
+
+def selector(tmp_path, **stop):
+    cfg = validate_config(
+        {
+            "agents": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}],
+            "data": {"train": "t.jsonl", "val": "v.jsonl"},
+            "cohort": {"stop": {"rule": "collapse", **stop}},
+            "logging": {"select": "label_free", "select_also": ["truth"], "select_samples": 2},
+        }
+    )
+    return Selector(cfg, ["a", "b"], {})
+
+
+def healthy_and_collapsed(b=20):
+    """Two agents on 20 prompts. Healthy: each prompt its own answer, the agents agree on 12 (0.60).
+    Collapsed: both say "0" on 19 prompts (95%) and "5" on one: they agree everywhere (1.00)."""
+    truth = [str(10 + i) for i in range(b)]
+    healthy = [truth, truth[:12] + [str(100 + i) for i in range(b - 12)]]
+    collapsed = [["0"] * (b - 1) + ["5"]] * 2
+    return healthy, collapsed
+
+
+def test_the_selector_never_chooses_nor_publishes_a_collapsed_point(tmp_path):
+    healthy, collapsed = healthy_and_collapsed()
+    sel = selector(tmp_path)
+    samples = [[[k, k] for k in agent] for agent in healthy]
+    sel.observe(9, healthy, samples, accuracy=0.60)
+    assert sel.folders_at(10) == ["best", "best-truth"] and sel.stop_reason() is None
+    scores = sel.observe(19, collapsed, [[[k, k] for k in agent] for agent in collapsed], accuracy=0.10)
+    # agreement 1.00, chance 0.95^2 + 0.05^2 = 0.905, label-free 0.095; the healthy point: 0.60 minus
+    # chance 12 shared answers x 1/20 x 1/20 = 0.03: 0.57
+    assert scores["select/agreement"] == 1.0 and scores["select/label_free"] == pytest.approx(0.095)
+    assert sel.state["points"][0]["label_free"] == pytest.approx(0.57)
+    assert sel.state["points"][1]["collapsed"] and not sel.state["points"][0]["collapsed"]
+    assert "one agent gives one and the same greedy answer on 95%" in sel.stop_reason()  # cohort.stop: collapse stops here
+    assert sel.folders_at(20) == []  # best/ is not rewritten with it (nor best-truth/: its accuracy is 0.10)
+    assert sel.record()["chosen"]["label_free"] == {"step": 9, "checkpoint_step": 10}
+
+
+def test_a_collapsed_point_is_excluded_even_with_the_best_score():
+    # the concentration term is the first guard, the collapse flag the second: a collapsed point whose
+    # score somehow beats every other point is still not chosen; with nothing else, nothing is
+    points = [point(9, 0.05, 0.3, collapsed=False), point(19, 0.5, 0.4, collapsed=True)]
+    assert choose(points, "label_free")["step"] == 9
+    assert choose(points[1:], "label_free") is None
+    assert choose(points, "truth")["step"] == 19 and choose(points, "last")["step"] == 19  # diagnostics, untouched
+
+
+def test_one_agent_collapsing_onto_its_own_vote_scores_below_a_healthy_one(tmp_path):
+    # TTRL: one agent. Healthy: own answer per prompt, 3 of 4 samples confirm it (self agreement 0.75,
+    # chance ~0: each answer is 1/20 of the greedy and ~1/20 of the samples). Collapsed: "0" on 19 of 20
+    # prompts and in every sample: self agreement 1.0 on those 19, chance 19/20 x 76/80 + ...
+    truth = [str(10 + i) for i in range(20)]
+    healthy = ([truth], [[[k, k, k, "x"] for k in truth]])
+    collapsed_keys = ["0"] * 19 + ["5"]
+    collapsed = ([collapsed_keys], [[[k] * 4 for k in collapsed_keys]])
+    cfg = validate_config(
+        {
+            "agents": [{"name": "a", "model": "m"}],
+            "data": {"train": "t.jsonl", "val": "v.jsonl"},
+            "cohort": {"label_source": "self"},
+            "logging": {"select": "label_free"},
+        }
+    )
+    sel = Selector(cfg, ["a"], {})
+    sel.observe(9, *healthy, accuracy=0.6)
+    sel.observe(19, *collapsed, accuracy=0.1)
+    first, second = sel.state["points"]
+    # healthy: 0.75 - sum_a (1/20)(3/80) = 0.75 - 20 x 3/1600 = 0.7125; the "x" samples are one key, never greedy
+    assert first["label_free"] == pytest.approx(0.75 - 20 * (1 / 20) * (3 / 80))
+    # collapsed: 1.0 - (19/20 x 76/80 + 1/20 x 4/80) = 1.0 - 0.905 = 0.095
+    assert second["label_free"] == pytest.approx(1.0 - (19 / 20 * 76 / 80 + 1 / 20 * 4 / 80))
+    assert second["majority_share"] == 1.0 and second["collapsed"]
+    assert choose(sel.state["points"], "label_free")["step"] == 9
+
+
+def test_spelling_one_answer_differently_does_not_spread_it_over_keys():
+    """What a collapsed cohort could try against the concentration term: write its one answer in a
+    different way on each prompt. Vote keys are canonical, so every spelling is one key; the
+    spellings that keep distinct keys ("6+1", "7^1") must then be coordinated across the agents
+    prompt by prompt, or the agreement term pays for the spread instead."""
+    from corl.answers import answer_key
+
+    spellings = ["7", "7.0", "07", "14/2", r"\frac{14}{2}", "x=7", "+7", r"\text{7}", "7 units", r"\dfrac{14}{2}"]
+    keys = [[answer_key(a) for a in spellings]] * 2
+    assert len({k for agent in keys for k in agent}) == 1
+    assert chance_agreement(keys) == 1.0 and greedy_agreement(keys) == 1.0  # label-free score 0
+    # distinct keys, chosen by each agent on its own: 3 spellings over 12 prompts, uncoordinated
+    odd = ["6+1", "7^1", "{7}"]
+    a = [odd[i % 3] for i in range(12)]
+    b = [odd[(2 * i) % 3] for i in range(12)]
+    spread = greedy_agreement([a, b]) - chance_agreement([a, b])
+    # agreement: prompts 0, 3, 6, 9 (same spelling by both) = 4/12; chance 3 x (1/3 x 1/3) = 1/3: no score at all
+    assert spread == pytest.approx(0.0)
+    assert spread < 0.60 - chance_agreement(healthy_and_collapsed()[0])  # far below the healthy cohort

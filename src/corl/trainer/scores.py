@@ -2,15 +2,18 @@
 read. Every function here takes vote keys of the agents' own answers, never an answer key.
 
 keys[n][b] is agent n's vote key for validation prompt b (None: no final answer); the prompts
-are in the same order for every agent and at every point.
+are in the same order for every agent and at every point. samples[n][b] holds agent n's M
+sampled vote keys for prompt b.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 Keys = Sequence[Sequence[str | None]]  # [N agents][B prompts]
+Samples = Sequence[Sequence[Sequence[str | None]]]  # [N agents][B prompts][M samples]
 
 
 def greedy_agreement(keys: Keys) -> float | None:
@@ -22,7 +25,51 @@ def greedy_agreement(keys: Keys) -> float | None:
     return agree / len(keys[0])
 
 
-def majority_share(samples: Sequence[Sequence[Sequence[str | None]]]) -> float | None:
+def answer_shares(keys: Sequence[str | None]) -> dict[str, float]:
+    """[B] vote keys -> each key's share of the B entries (an entry without an answer counts in B
+    and as no key: the shares sum to the answered share, not to 1)."""
+    counts = Counter(k for k in keys if k is not None)
+    return {key: count / len(keys) for key, count in counts.items()} if keys else {}
+
+
+def chance_agreement(keys: Keys) -> float | None:
+    """The greedy agreement that agents answering independently of the prompt would reach:
+    sum over keys a of prod_n p_n(a), p_n(a) = the share of prompts agent n answers with a
+    (Cohen's / Fleiss' chance agreement). None with one agent.
+
+    Near 1 when every agent gives one answer whatever the prompt (a collapse: it then agrees
+    everywhere "by chance"); near 0 when the answers are spread over many keys. The answers
+    of a healthy cohort on a math set depend on the prompt, so this stays small there."""
+    if len(keys) < 2 or not keys[0]:
+        return None
+    shares = [answer_shares(agent) for agent in keys]
+    return sum(math.prod(s.get(a, 0.0) for s in shares[1:]) * p for a, p in shares[0].items())
+
+
+def self_agreement(keys: Keys, samples: Samples) -> float | None:
+    """Mean over agents and prompts of the share of the M samples whose key is the agent's
+    greedy key for that prompt (0 where the greedy answer has none): how often an agent's own
+    samples confirm the answer it is graded on (TTRL's vote confidence, for the greedy answer)."""
+    shares = [
+        sum(k == greedy for k in group) / len(group) if greedy is not None and group else 0.0
+        for agent_keys, agent_samples in zip(keys, samples, strict=True)
+        for greedy, group in zip(agent_keys, agent_samples, strict=True)
+    ]
+    return sum(shares) / len(shares) if shares else None
+
+
+def self_chance_agreement(keys: Keys, samples: Samples) -> float | None:
+    """`self_agreement` if the samples were drawn independently of the prompt: mean over agents
+    of sum_a g(a) s(a), g(a) = the share of prompts whose greedy key is a, s(a) = the share of
+    all the agent's samples (every prompt's) with key a."""
+    values = []
+    for agent_keys, agent_samples in zip(keys, samples, strict=True):
+        pooled = answer_shares([k for group in agent_samples for k in group])
+        values.append(sum(g * pooled.get(a, 0.0) for a, g in answer_shares(agent_keys).items()))
+    return sum(values) / len(values) if values else None
+
+
+def majority_share(samples: Samples) -> float | None:
     """samples[n][b]: agent n's M sampled vote keys for prompt b. The mean over agents and prompts
     of the share of the M samples that vote for the prompt's majority (0 where none answered):
     the confidence of a TTRL-style vote."""
@@ -45,9 +92,11 @@ def stability(previous: Keys | None, keys: Keys) -> float | None:
 
 def top_answer_share(keys: Keys) -> float:
     """The largest share of the prompts that one agent answers with one and the same key: near 1,
-    the agent says the same thing whatever the question (a collapse; unanswered prompts count
-    as no answer, not as one answer)."""
-    shares = [max(Counter(k for k in agent if k is not None).values(), default=0) / len(agent) for agent in keys if agent]
+    that agent says the same thing whatever the question (a collapse; unanswered prompts count
+    as no answer, not as one answer). The worst agent, not the cohort's pooled answers: one
+    collapsed agent among healthy peers would be diluted in a pooled share, and its labels
+    carry the collapse to the agents it teaches."""
+    shares = [max(answer_shares(agent).values(), default=0.0) for agent in keys if agent]
     return max(shares, default=0.0)
 
 
@@ -58,15 +107,31 @@ def mean_reward_std(steps: Sequence[Mapping[str, float]], names: Sequence[str]) 
 
 
 def label_free_score(scores: Mapping[str, float | None]) -> float:
-    """The label_free rule's number: the agents' greedy agreement; with one agent (TTRL), the
-    majority share of its samples.
+    """The label_free rule's number: agreement beyond chance. With several agents, their greedy
+    `agreement` minus its `chance_agreement`; with one agent (TTRL), its `self_agreement` (its
+    samples confirming its greedy answer) minus that one's chance level.
 
     Why agreement (Co-RL, error decoupling): P(both right) = a1 * a2 grows with accuracy while,
     when the agents' errors are decoupled, P(same wrong answer) stays small, so agreement on
-    held-out prompts tracks the cohort's accuracy. A single agent has no peer; its vote's
-    confidence is the TTRL analogue (collapse also raises it: that is what cohort.stop catches)."""
+    held-out prompts tracks the cohort's accuracy.
+
+    Why minus chance: agreement alone is highest for a cohort that collapsed onto one answer
+    (it agrees on every prompt, right or not). The chance level is the agreement of agents
+    whose answers do not depend on the prompt at all, drawn from the answer shares they show
+    across the prompts; subtracting it scores only the agreement that the prompt explains. A
+    collapse onto one answer on a share c of the prompts has chance >= c^2, so its score is at
+    most 1 - c^2 (95% one answer: <= 0.0975 even at agreement 1), while a healthy cohort on a
+    math set, whose answers spread over many values, loses a few hundredths. This is the
+    numerator of Cohen's kappa, not kappa itself: kappa divides by 1 - chance and gives a
+    collapse with agreement 1.00 the score 1.
+
+    The keys are canonical answers (corl.answers.answer_key: "7", "7.0", "07", "14/2",
+    "\\frac{14}{2}" and "x=7" are one key), so spelling one answer differently from prompt to
+    prompt does not spread it over keys; and a cohort that did spread would have to agree on
+    the same spelling on each prompt, or lose the agreement term instead."""
     agreement = scores.get("agreement")
-    if agreement is not None:
-        return float(agreement)
-    share = scores.get("majority_share")
-    return float(share) if share is not None else 0.0
+    if agreement is None:
+        agreement = scores.get("self_agreement")
+    if agreement is None:  # one agent and no samples
+        return 0.0
+    return float(agreement) - float(scores.get("chance_agreement") or 0.0)

@@ -1,17 +1,23 @@
 """Model selection and early stopping at the validation points (logging.select, cohort.stop).
 
 At each validation point the run records its label-free scores (`corl.trainer.scores`: the
-agents' greedy agreement, their majority share, stability since the last point, the reward std
-of the steps since then) beside the validation accuracy when the data has answers. A rule picks
+agents' greedy agreement and its chance level, one agent's agreement with its own samples,
+their majority share, stability since the last point, the reward std of the steps since then,
+the top answer share) beside the validation accuracy when the data has answers. A rule picks
 one point:
 
-    label_free  the highest `label_free_score` (greedy agreement; one agent: majority share).
-                It reads only the scores above: never an answer.
+    label_free  the highest `label_free_score`: agreement beyond chance (greedy agreement minus
+                the agreement of agents answering independently of the prompt; one agent: its
+                samples' agreement with its greedy answer, minus the same by chance). A
+                collapsed point (one agent gives one answer on >= cohort.stop.collapse_share
+                of the prompts) is never chosen, whatever its score. It reads only the scores
+                above: never an answer.
     truth       the highest cohort validation accuracy (a diagnostic: it needs answers).
     last        the last point (no best/ folder: the final checkpoint is the result).
 
 Ties go to the later step. Only points after a training step are candidates (the one before
-step 0, logging.eval_on_start, is the base model: recorded, never written as best/).
+step 0, logging.eval_on_start, is the base model: recorded, never chosen, and not the bar the
+plateau rule measures improvement against).
 RUN/best/ (and RUN/best-<rule>/ for logging.select_also) is a checkpoint folder like those in
 RUN/checkpoints/, hard-linked from it and renamed into place; RUN/selection.json records every
 point, each rule's choice and why the run stopped early, if it did.
@@ -26,10 +32,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from corl.trainer.scores import (
+    chance_agreement,
     greedy_agreement,
     label_free_score,
     majority_share,
     mean_reward_std,
+    self_agreement,
+    self_chance_agreement,
     stability,
     top_answer_share,
 )
@@ -42,8 +51,11 @@ FULL_AGREEMENT = 0.99
 def point_scores(keys, samples, previous, recent_steps: Sequence[Mapping[str, float]], names: Sequence[str]) -> dict:
     """The label-free scores of one validation point (keys [N][B] greedy vote keys, samples
     [N][B][M] sampled ones, previous: the last point's keys or None)."""
+    several = len(keys) > 1
     scores = {
         "agreement": greedy_agreement(keys),
+        "self_agreement": self_agreement(keys, samples) if samples else None,
+        "chance_agreement": chance_agreement(keys) if several else self_chance_agreement(keys, samples) if samples else None,
         "majority_share": majority_share(samples) if samples else None,
         "stability": stability(previous, keys),
         "reward_std": mean_reward_std(recent_steps, names),
@@ -53,10 +65,18 @@ def point_scores(keys, samples, previous, recent_steps: Sequence[Mapping[str, fl
     return scores
 
 
+def raw_agreement(point: Mapping) -> float:
+    """A point's agreement before the chance term: greedy agreement, one agent: its majority share."""
+    value = point.get("agreement")
+    if value is None:
+        value = point.get("majority_share")
+    return float(value) if value is not None else 0.0
+
+
 def choose(points: Sequence[Mapping], rule: str) -> Mapping | None:
     """The point `rule` selects among the candidates (ties: the later one); None when no point
-    has the rule's metric (truth without answers)."""
-    candidates = [p for p in points if p["candidate"]]
+    has the rule's metric (truth without answers). label_free never takes a collapsed point."""
+    candidates = [p for p in points if p["candidate"] and not (rule == "label_free" and p.get("collapsed"))]
     if rule == "last":
         return candidates[-1] if candidates else None
     metric = RULE_METRIC[rule]
@@ -69,9 +89,10 @@ def choose(points: Sequence[Mapping], rule: str) -> Mapping | None:
 
 def stop_reason(points: Sequence[Mapping], rule: str, patience: int, min_delta: float, collapse_share: float) -> str | None:
     """Why cohort.stop ends the run at the last point, or None. Reads label-free scores only."""
-    if rule == "plateau" and len(points) > patience:
-        before = max(p["label_free"] for p in points[:-patience])
-        recent = max(p["label_free"] for p in points[-patience:])
+    trained = [p for p in points if p["candidate"]]  # the base model's point is no bar to beat
+    if rule == "plateau" and len(trained) > patience:
+        before = max(p["label_free"] for p in trained[:-patience])
+        recent = max(p["label_free"] for p in trained[-patience:])
         if recent <= before + min_delta:
             return (
                 f"plateau: the label-free score has not improved on {before:.4f} for {patience} validation points "
@@ -81,13 +102,13 @@ def stop_reason(points: Sequence[Mapping], rule: str, patience: int, min_delta: 
         last = points[-1]
         if last["top_answer_share"] >= collapse_share:
             return (
-                f"collapse: {last['top_answer_share']:.0%} of the validation prompts get one and the same greedy answer "
-                f"(cohort.stop.collapse_share {collapse_share:g})"
+                f"collapse: one agent gives one and the same greedy answer on {last['top_answer_share']:.0%} of the "
+                f"validation prompts (cohort.stop.collapse_share {collapse_share:g})"
             )
-        std = last["reward_std"]
-        if std is not None and std <= FLAT_REWARD_STD and last["label_free"] >= FULL_AGREEMENT:
+        std, agreement = last["reward_std"], raw_agreement(last)
+        if std is not None and std <= FLAT_REWARD_STD and agreement >= FULL_AGREEMENT:
             return (
-                f"collapse: the reward std of the last steps is {std:.2g} and the label-free score {last['label_free']:.3f}: "
+                f"collapse: the reward std of the last steps is {std:.2g} and the agreement {agreement:.3f}: "
                 "every sample gives the same answer"
             )
     return None
@@ -116,7 +137,9 @@ class Selector:
         if not self.active:
             return {}
         scores = point_scores(keys, samples, self.state["previous"], self.state["recent"], self.names)
-        self.state["points"].append({"step": step, "done": step + 1, "candidate": step >= 0, "val_accuracy": accuracy, **scores})
+        collapsed = scores["top_answer_share"] >= self.cfg.cohort.stop.collapse_share
+        point = {"step": step, "done": step + 1, "candidate": step >= 0, "collapsed": collapsed, "val_accuracy": accuracy}
+        self.state["points"].append(point | scores)
         self.state["previous"] = [list(k) for k in keys]
         self.state["recent"] = []
         return {f"select/{k}": float(v) for k, v in scores.items() if v is not None}
