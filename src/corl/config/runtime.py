@@ -122,7 +122,8 @@ class LoggingConfig(_Strict):
     select: Literal["last", "label_free", "truth"] = Field(
         "last",
         description="Which validation point's checkpoint RUN/best/ holds: label_free = the best label-free score "
-        "(agreement of the agents' greedy answers; one agent: its majority share; never reads an answer), truth = "
+        "(agreement of the agents' greedy answers beyond chance; one agent: of its samples with its greedy answer; a "
+        "collapsed point, cohort.stop.collapse_share, is never chosen; never reads an answer), truth = "
         "the best validation accuracy (a diagnostic: needs answers), last = no best/ folder. Ties go to the later "
         "step; every point's scores are in RUN/selection.json (corl.trainer.selection).",
     )

@@ -131,14 +131,22 @@ class StopConfig(_Strict):
 
     rule: Literal["none", "plateau", "collapse"] = Field(
         "none",
-        description="plateau: the label-free score has not improved by more than min_delta for `patience` points; "
-        "collapse: the cohort's commonest greedy answer covers >= collapse_share of the validation prompts, or the "
-        "last steps' reward std is ~0 (<= 1e-3) while the label-free score is ~1 (>= 0.99): every sample the same answer. "
-        "The run writes its final checkpoint there, says why, and exits 0.",
+        description="plateau: the label-free score of the trained points (not the base model's, eval_on_start) has "
+        "not improved by more than min_delta for `patience` points; collapse: any one agent's commonest greedy answer "
+        "covers >= collapse_share of the validation prompts (the worst agent: one collapsed agent teaches its collapse "
+        "to its peers), or the last steps' reward std is ~0 (<= 1e-3) while the agents' agreement (one agent: its "
+        "majority share) is ~1 (>= 0.99): every sample the same answer. The run writes its final checkpoint there, says "
+        "why, and exits 0.",
     )
     patience: int = Field(3, ge=1, description="plateau: validation points without improvement before stopping.")
     min_delta: float = Field(0.0, ge=0, description="plateau: an improvement must exceed this.")
-    collapse_share: float = Field(0.9, gt=0, le=1, description="collapse: share of prompts with the same greedy answer.")
+    collapse_share: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="A point where one agent gives one greedy answer on >= this share of the validation prompts is "
+        "collapsed: logging.select label_free never chooses it, and stop.rule collapse stops there.",
+    )
 
 
 class CohortConfig(_Strict):
