@@ -215,8 +215,12 @@ def build_problems(
     answer_field: str | None = None,
     input_fields: Sequence[str] = (),
     image_field: str | None = None,
+    answers_optional: bool = False,
 ) -> tuple[list[Problem], AnswerKey]:
     """Split rows into label-free problems and a separate answer key.
+
+    `answers_optional`: rows none of which has `answer_field` are unlabeled (an empty key); a
+    column some rows have and others lack is still an error naming the first row without it.
 
     Rows without the id field get their row index as id. Ids must be unique: labels and
     data-decoupled wordings are matched by id. A row's images (`image_field`) go into
@@ -226,6 +230,8 @@ def build_problems(
         raise DataError(f"dataset '{source}' has no rows")
     problems: list[Problem] = []
     key: AnswerKey = {}
+    if answers_optional and answer_field and all(row.get(answer_field) is None for row in rows):
+        answer_field = None
     for i, (pid, row) in enumerate(zip(row_ids(rows, source, id_field), rows)):
         texts = {f: _field(row, f, source, i, "data.prompt_field or agents[].prompt_field") for f in prompt_fields}
         inputs = {f: row[f] for f in input_fields if f in row}

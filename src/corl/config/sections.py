@@ -89,8 +89,21 @@ class DataConfig(_Strict):
     val_size: int = Field(64, ge=1, description="Validation problems evaluated each time (first N rows).")
     max_rows: int | None = Field(None, ge=1, description="Use only the first N training rows.")
     id_field: str = "id"
-    prompt_field: str = "problem"
-    answer_field: str | None = Field("answer", description="Ground-truth column, for diagnostics and label source 'truth' only.")
+    prompt_field: str = Field(
+        "problem", description="Column of the problem text (train; validation too unless val_prompt_field)."
+    )
+    answer_field: str | None = Field(
+        "answer",
+        description="Ground-truth column of the training rows, for diagnostics and label source 'truth' only. Unlabeled "
+        "training data needs no setting: a train file without this column trains label-free (an explicitly set "
+        "column must exist); null ignores it even where it exists.",
+    )
+    val_prompt_field: str | None = Field(None, description="Column of the validation problem text; defaults to prompt_field.")
+    val_answer_field: str | None = Field(
+        None,
+        description="Column of the validation answers; defaults to answer_field (or 'answer' when that is null: "
+        "unlabeled training data with a labeled validation set needs no setting).",
+    )
     image_field: str | None = Field(
         "images",
         description="Column of a row's image(s) (paths relative to the file, PIL images, {bytes, path}): "

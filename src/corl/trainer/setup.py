@@ -50,8 +50,10 @@ def load_train_data(cfg: RunConfig) -> Dataset:
     rows = load_rows(cfg.data.train, cfg.data.split)[: cfg.data.max_rows]
     fields = sorted({cfg.prompt_field(a) for a in cfg.agents if not a.data} or {cfg.data.prompt_field})
     inputs = task_spec(cfg.data.task).input_fields
+    # an unlabeled train file is the normal case of label-free training: only a column the user named must exist
+    optional = "answer_field" not in cfg.data.model_fields_set and not label_source_spec(cfg.cohort.label_source).reads_gold
     problems, gold = build_problems(
-        rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field
+        rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field, optional
     )
     for agent in cfg.agents:
         if agent.data:
@@ -72,16 +74,24 @@ def load_eval_data(cfg: RunConfig) -> Dataset | None:
     # label-free selection and stopping read the prompts only: there, no answers means no accuracy
     rules = (cfg.logging.select, *cfg.logging.select_also)
     label_free = "label_free" in rules or cfg.cohort.stop.rule != "none"
-    answers = cfg.data.answer_field
-    if label_free and answers and any(row.get(answers) is None for row in rows):
+    wanted = answers = cfg.data.val_answer_field or cfg.data.answer_field or "answer"
+    if label_free and any(row.get(answers) is None for row in rows):
         answers = None
+    prompt_field = cfg.data.val_prompt_field or cfg.data.prompt_field
     problems, gold = build_problems(
-        rows, cfg.data.val, [cfg.data.prompt_field], cfg.data.id_field, answers, inputs, cfg.data.image_field
+        rows,
+        cfg.data.val,
+        [prompt_field],
+        cfg.data.id_field,
+        answers if task.grades_answers else None,
+        inputs,
+        cfg.data.image_field,
+        answers_optional=True,  # no column at all: the check below says what to set
     )
     if task.grades_answers and not gold and ("truth" in rules or not label_free):
-        raise ValueError(
-            "data.val needs an answer column (data.answer_field) to measure accuracy; without one, validate for "
-            "logging.select: label_free or cohort.stop only (no truth rule)"
+        raise ConfigError(
+            f"data.val {cfg.data.val!r} has no answer column {wanted!r} to measure accuracy: "
+            "set data.val_answer_field, or validate for logging.select: label_free or cohort.stop only (no truth rule)"
         )
     return Dataset(problems, gold, rows)
 
