@@ -548,3 +548,165 @@ def test_unshare_walls_hold_for_a_user_without_root(canaries):
     finally:
         if os.path.exists(leak):
             os.unlink(leak)
+
+
+# The host touches nothing the program made except through safe calls (issue 40, item 3).
+# Each probe runs against every backend with walls here and against `none` (the one backend
+# whose work folder is on the host's disk) and asserts the exact status it must end in.
+
+EVERY = [*WORKING, "none"]
+every_backend = pytest.mark.parametrize("backend", EVERY)
+OLD_RECORD = ".corl_exception.json"  # where the bootstrap's record file used to be read from
+
+
+def _run_in(backend: str, source: str, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return run(source, backend=backend, **kw)
+
+
+def _within(seconds: float, fn):
+    """fn()'s value, or a failure when it has not returned in `seconds` (a host frozen on a FIFO)."""
+    box: list = []
+    worker = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert box, f"the host did not return within {seconds} s"
+    return box[0]
+
+
+@pytest.fixture
+def host_tmp(tmp_path, monkeypatch):  # tmp_path first: it is made under the real temp folder
+    """The host's temp folder for the runs of one test: what is left in it afterwards was left by a run."""
+    import pathlib
+    import shutil
+    import tempfile
+
+    # On a tmpfs where there is one: removing 5,000 folders from a disk costs seconds of the disk's time, not ours.
+    # Public, as /tmp is: a dropped uid (backend none, as root) passes through it.
+    folder = _public_dir("/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp")
+    monkeypatch.setattr(tempfile, "tempdir", folder)
+    yield pathlib.Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@every_backend
+def test_a_fifo_at_the_record_path_does_not_freeze_the_host(backend, host_tmp):
+    src = f"import os\nos.mkfifo({OLD_RECORD!r})\nraise ValueError('boom')\n"
+    r = _within(30, lambda: _run_in(backend, src))
+    assert (r.status, r.error_kind, r.error_message) == (Status.ERROR, "ValueError", "boom")
+    assert list(host_tmp.iterdir()) == []
+
+
+@every_backend
+@pytest.mark.parametrize("target", ["secret", "/dev/zero"])
+def test_a_symlink_at_the_record_path_is_never_read(backend, target, host_tmp, tmp_path):
+    secret = f"root-only-{time.monotonic_ns()}"
+    if target == "secret":
+        target = str(tmp_path / "secret.json")  # what a root-only file would say, if the host read it
+        with open(target, "w") as f:
+            json.dump({"kind": "Leaked", "message": secret, "errno": None}, f)
+        os.chmod(target, 0o600)
+    src = f"import os\nos.symlink({target!r}, {OLD_RECORD!r})\nraise ValueError('boom')\n"
+    r = _within(30, lambda: _run_in(backend, src))
+    assert (r.status, r.error_kind, r.error_message) == (Status.ERROR, "ValueError", "boom")
+    assert secret not in r.stdout + r.stderr
+    assert list(host_tmp.iterdir()) == []
+
+
+_TREE = """import os
+top = os.getcwd()
+for _ in range(5000):
+    os.mkdir('d')
+    os.chdir('d')
+open('deepest', 'w').write('x')
+os.chdir(top)
+os.makedirs('locked/inner')
+open('locked/inner/f', 'w').write('x')
+os.chmod('locked/inner', 0)
+os.chmod('locked', 0o500)
+os.mkfifo('fifo')
+os.symlink({keep!r}, 'link')
+print('made')
+"""
+
+
+@every_backend
+def test_deep_and_locked_trees_are_removed_and_the_slot_released(backend, host_tmp, tmp_path):
+    from corl.sandbox import isolation
+
+    keep = tmp_path / "keep"  # a host folder the program links to: removal must not follow the link
+    keep.mkdir()
+    (keep / "precious").write_text("mine")
+    r = _run_in(backend, _TREE.format(keep=str(keep)), limits=Limits(wall_s=30, cpu_s=20))
+    assert (r.status, r.stdout) == (Status.OK, "made\n"), r.stderr
+    assert list(host_tmp.iterdir()) == []
+    assert (keep / "precious").read_text() == "mine"
+    assert isolation._slots_in_use == set()
+
+
+_FILL = """import os
+for i, folder in enumerate(['.', '/tmp', '/var/tmp', '/dev/shm', '.', '/tmp']):
+    with open(os.path.join(folder, f'fill{i}'), 'wb') as f:
+        f.write(b'0' * (3 << 20))
+    print('wrote', folder, flush=True)
+"""
+
+
+@walls
+def test_disk_is_bounded_in_total_not_per_file(backend, host_tmp):
+    # Every file is under file_mb; together they pass disk_mb wherever they are written.
+    r = run(_FILL, backend=backend, limits=Limits(wall_s=30, file_mb=4, disk_mb=8))
+    assert (r.status, r.error_kind) == (Status.OUTPUT_LIMIT, "OSError")
+    assert r.stdout == "wrote .\nwrote /tmp\n" and "No space left" in r.error_message
+    assert list(host_tmp.iterdir()) == []
+
+
+@every_backend
+def test_a_flood_on_stderr_is_cut_as_soon_as_one_on_stdout(backend):
+    limits = Limits(wall_s=60, cpu_s=60, output_bytes=100_000)
+    flood = "import sys, time\nsys.{stream}.write('x' * (8 << 20))\nsys.{stream}.flush()\ntime.sleep(60)\n"
+    out = _run_in(backend, flood.format(stream="stdout"), limits=limits)
+    err = _run_in(backend, flood.format(stream="stderr"), limits=limits)
+    assert (out.status, err.status) == (Status.OUTPUT_LIMIT, Status.OUTPUT_LIMIT)
+    assert (len(out.stdout), len(err.stderr)) == (100_000, 100_000)
+    # Not a speed: the host used to wait a fixed 10 s for a shell blocked on the full stderr pipe.
+    assert err.wall_s < out.wall_s + 5
+
+
+_VENV_RUN = """import json, sys
+from corl.sandbox import run_program
+inner = "import subprocess, sys; print(subprocess.run([sys.executable, '-c', 'import sys; print(sys.prefix)'], capture_output=True, text=True).stdout)"
+r = run_program(inner)
+print(json.dumps([r.status.value, r.stdout.strip(), r.isolation, sys.prefix]))
+"""
+
+
+@walls
+def test_an_interpreter_in_a_venv_under_tmp_runs_inside(backend):
+    import sysconfig
+    import tempfile
+
+    import corl
+
+    with tempfile.TemporaryDirectory(prefix="corl-venv-", dir="/tmp") as clone:
+        venv = os.path.join(clone, ".venv")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, capture_output=True, timeout=120)
+        python = os.path.join(venv, "bin", "python")
+        site = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        # The clone's venv sees corl and its dependencies through a .pth, as an editable install would.
+        src = os.path.dirname(os.path.dirname(corl.__file__))
+        with open(os.path.join(site, "corl-test.pth"), "w") as f:
+            f.write(f"{src}\n{sysconfig.get_paths()['purelib']}\n")
+        env = {"PATH": "/usr/bin:/bin", "CORL_SANDBOX": backend}
+        done = subprocess.run([python, "-c", _VENV_RUN], capture_output=True, text=True, timeout=300, env=env, cwd=clone)
+    assert done.returncode == 0, done.stderr[-2000:]
+    status, printed, isolation, prefix = json.loads(done.stdout.splitlines()[-1])
+    assert prefix == venv
+    # The program starts its own interpreter (sys.executable) inside the sandbox: the venv is there.
+    assert (status, printed, isolation) == ("ok", venv, backend)

@@ -1,23 +1,36 @@
 """The launcher that runs first inside the sandbox: drop to the sandbox uid, run the program, record its exception.
 
 It is passed to the interpreter with `-c`, so it has to be self-contained source. The
-record goes to a file in the work dir rather than being parsed from stderr, because
-stderr is truncated and the program may print anything there.
+record (one JSON line) goes to a pipe the host passed as an inherited fd, rather than being
+parsed from stderr, because stderr is truncated and the program may print anything there;
+and rather than to a file, because the host then reads nothing the program could have made
+(a FIFO, a symlink to a root-only file or /dev/zero). The write end is non-blocking and
+closed on exec: a program that fills the pipe loses its own record, nothing more.
 """
 
 BOOTSTRAP = r"""
 import os, sys, json
 _uid = int(sys.argv[1])
-_record_path = os.path.abspath(sys.argv[2])
+_record_fd = int(sys.argv[2])
 _program = os.path.abspath(sys.argv[3])
+try:
+    os.set_blocking(_record_fd, False)
+    os.set_inheritable(_record_fd, False)
+except OSError:
+    _record_fd = -1
 if _uid >= 0:
+    for _path in (os.path.dirname(_program), _program):  # made by a root launcher (bwrap): the program's own
+        try:
+            os.chown(_path, _uid, _uid, follow_symlinks=False)
+        except OSError:
+            pass
     os.setgroups([])
     os.setgid(_uid)
     os.setuid(_uid)
 def _record(kind, message, errno=None):
     try:
-        with open(_record_path, "w") as f:
-            json.dump({"kind": kind, "message": message[:2000], "errno": errno}, f)
+        line = json.dumps({"kind": kind, "message": message[:2000], "errno": errno}) + "\n"
+        os.write(_record_fd, line.encode("utf-8", "replace"))
     except BaseException:
         pass
 sys.argv = [_program]

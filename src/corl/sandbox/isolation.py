@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from corl.sandbox import commands
 from corl.sandbox.cgroups import detect_cgroups
+from corl.sandbox.limits import Limits
 from corl.sandbox.view import host_view, reachable
 
 BACKENDS = ("bwrap", "unshare", "none")
@@ -112,14 +113,25 @@ def _python_for(backend: str) -> str | None:
 
 def _probe(iso: Isolation) -> str | None:
     """Run `pass` through the backend; None when it works here, else why not."""
-    with tempfile.TemporaryDirectory(prefix="corl-probe-") as base:
+    with tempfile.TemporaryDirectory(prefix="corl-probe-") as base, commands.source_file("pass") as source:
         uid = uid_for_slot(0) if iso.drops_uid else None
-        layout = commands.Layout.make(base, "pass", uid)
-        argv = commands.argv(iso, layout, uid, None, tmpfs_mb=16)
+        layout = commands.Layout.make(base, "pass", uid, walled=iso.backend != "none")
+        record_r, record_w = os.pipe()
+        argv = commands.argv(iso, layout, uid, Limits(disk_mb=1), source_fd=source.fileno(), record_fd=record_w)
         try:
-            done = subprocess.run(argv, cwd=layout.work, capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+            done = subprocess.run(
+                argv,
+                cwd=base,
+                capture_output=True,
+                timeout=60,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=(record_w, source.fileno()),
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{iso.launcher} failed to start: {e}"
+        finally:
+            os.close(record_r)
+            os.close(record_w)
     if done.returncode != 0:
         return f"{iso.launcher} exited {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}"
     return None

@@ -18,6 +18,7 @@ class Limits:
     memory_mb: int = 1024  # RLIMIT_AS per process (a hog gets MemoryError), and all processes together in a cgroup
     output_bytes: int = 1 * MiB  # stdout + stderr kept; more kills the program (status output_limit)
     file_mb: int = 16  # RLIMIT_FSIZE: largest file the program may write
+    disk_mb: int = 64  # all it writes together (work folder, /tmp, /var/tmp, /dev/shm: one tmpfs); ENOSPC past it
     nproc: int = 32  # RLIMIT_NPROC: processes + threads of the sandbox's uid (fork bombs); pids.max in a cgroup
     stack_mb: int = 64  # RLIMIT_STACK: deep recursion ends in a crash, not in the host's memory
 

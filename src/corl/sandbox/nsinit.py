@@ -21,7 +21,7 @@ import json
 import os
 import platform
 
-from corl.sandbox.view import DEVICES, PRIVATE_TMPFS, View
+from corl.sandbox.view import DEVICES, SCRATCH, WORK, View, scratch_links
 
 # pivot_root has no glibc wrapper; its syscall number per architecture (chroot where unknown).
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "ppc64": 203, "s390x": 217}
@@ -59,31 +59,43 @@ def bind(src, dst, read_only, devices=False):
     flags = BIND | REMOUNT | NOSUID | (0 if devices else NODEV) | (RDONLY if read_only else 0) | kept_flags(dst)
     mount(None, dst, None, flags)
 
-def tmpfs(dst, mode, size_mb, devices=False):
+def tmpfs(dst, mode, size, devices=False):
     os.makedirs(dst, exist_ok=True)
-    mount("tmpfs", dst, "tmpfs", NOSUID | (0 if devices else NODEV), f"mode={mode},size={size_mb}m")
+    mount("tmpfs", dst, "tmpfs", NOSUID | (0 if devices else NODEV), f"mode={mode},size={size}")
 
 def build_view(new):
     mount("tmpfs", new, "tmpfs", NOSUID | NODEV, "mode=0755,size=4m")
+    # The one writable place, first: interpreter trees under it are bound on top of it below.
+    tmpfs(new + cfg["scratch"], "1777", cfg["disk_bytes"])
     for d in cfg["traversable"]:
         os.makedirs(new + d, mode=0o755, exist_ok=True)
-    for tree in cfg["read_only"]:
-        bind(tree, new + tree, True)
+    for src, dst in cfg["binds"]:
+        bind(src, new + dst, True)
     for link, target in cfg["symlinks"]:
         os.symlink(target, new + link)
-    tmpfs(new + "/dev", "0755", 1, devices=True)  # device nodes on a nodev mount cannot be opened
+    tmpfs(new + "/dev", "0755", "1m", devices=True)  # device nodes on a nodev mount cannot be opened
     for name in cfg["devices"]:
         bind("/dev/" + name, new + "/dev/" + name, False, devices=True)
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{i}", new + "/dev/" + name)
     os.symlink("/proc/self/fd", new + "/dev/fd")
-    for d in cfg["tmpfs"]:
-        tmpfs(new + d, "1777", cfg["tmpfs_mb"])
+    os.makedirs(new + "/var", mode=0o755, exist_ok=True)
+    for link, target in cfg["scratch_links"]:  # relative targets: they never leave the new root
+        os.symlink(target, new + link)
     os.makedirs(new + "/proc", exist_ok=True)
     mount("proc", new + "/proc", "proc", NOSUID | NODEV | NOEXEC)
-    work = cfg["work"]
-    os.makedirs(new + os.path.dirname(work), mode=0o755, exist_ok=True)
-    bind(work, new + work, False)
+    make_work(new + cfg["work"])
+
+def make_work(work):
+    # The program's folder on the scratch tmpfs, with main.py copied from the host's (unlinked) file.
+    os.mkdir(work, 0o700)
+    fd = os.open(work + "/" + cfg["program"], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(cfg["source_fd"], "rb") as src, os.fdopen(fd, "wb") as dst:
+        while chunk := src.read(1 << 16):
+            dst.write(chunk)
+    if cfg["uid"] >= 0:
+        os.chown(work, cfg["uid"], cfg["uid"])
+        os.chown(work + "/" + cfg["program"], cfg["uid"], cfg["uid"])
 
 def enter(new):
     os.chdir(new)
@@ -115,7 +127,7 @@ def drop_privileges():
 
 def run_program():
     drop_privileges()
-    sys.argv = ["-c", "-1", cfg["record"], cfg["program"]]
+    sys.argv = ["-c", "-1", str(cfg["record_fd"]), cfg["program"]]
     try:
         exec(compile(boot, "<corl-bootstrap>", "exec"), {"__builtins__": __builtins__, "__name__": "__corl__"})
         code = 0
@@ -166,31 +178,34 @@ def unshare_command(
     view: View,
     *,
     root: str,
-    work: str,
     uid: int | None,
     rlimits,
-    tmpfs_mb: int,
-    record: str,
+    disk_bytes: int,
+    source_fd: int,
+    record_fd: int,
     program: str,
     boot: str,
 ) -> list[str]:
     """The argv of one run: namespaces by unshare, then INIT with its configuration and the bootstrap source.
 
-    `root` is an empty host folder to mount the view on, `work` the run's folder (the one
-    writable host path), `rlimits` (resource, soft, hard) triples for the program alone.
+    `root` is an empty host folder to mount the view on (inside the run's mount namespace
+    only), `source_fd` an inherited file holding the program, `record_fd` the pipe the
+    bootstrap reports an exception on, `rlimits` (resource, soft, hard) triples for the program alone.
     """
     cfg = {
         "root": root,
-        "work": work,
-        "read_only": list(view.read_only),
+        "work": WORK,
+        "scratch": SCRATCH,
+        "scratch_links": [list(s) for s in scratch_links()],
+        "disk_bytes": disk_bytes,
+        "binds": [list(b) for b in view.binds],
         "symlinks": [list(s) for s in view.symlinks],
         "traversable": list(view.traversable),
         "devices": list(DEVICES),
-        "tmpfs": list(PRIVATE_TMPFS),
-        "tmpfs_mb": tmpfs_mb,
         "uid": -1 if uid is None else uid,
         "rlimits": [list(r) for r in rlimits],
-        "record": record,
+        "source_fd": source_fd,
+        "record_fd": record_fd,
         "program": program,
         "pivot_root": _PIVOT_ROOT.get(platform.machine(), 0),
     }

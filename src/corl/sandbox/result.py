@@ -15,7 +15,7 @@ class Status(str, Enum):
     ERROR = "error"  # an exception (error_kind, error_message) or a nonzero exit
     TIMEOUT = "timeout"  # wall or CPU time limit
     MEMORY = "memory"  # MemoryError under the address-space limit, or the run's cgroup went over its memory
-    OUTPUT_LIMIT = "output_limit"  # too much stdout/stderr, or a file over the size limit
+    OUTPUT_LIMIT = "output_limit"  # too much stdout/stderr, a file over the size limit, or the disk bound
     KILLED = "killed"  # died by a signal the sandbox did not send (segfault, self-kill)
 
 
@@ -61,7 +61,7 @@ def classify(
         kind, message = exc.get("kind"), exc.get("message")
         if kind == "MemoryError":
             return Status.MEMORY, kind, message
-        if exc.get("errno") == errno_codes.EFBIG:
+        if exc.get("errno") in (errno_codes.EFBIG, errno_codes.ENOSPC):
             return Status.OUTPUT_LIMIT, kind, message
         return Status.ERROR, kind, message
     signum = _signal_of(returncode, exc)

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,9 +15,11 @@ import time
 
 from corl.sandbox import commands
 from corl.sandbox.cgroups import RunGroup, detect_cgroups
+from corl.sandbox.hostfs import remove_tree
 from corl.sandbox.isolation import Isolation, acquire_slot, check_isolation, detect, release_slot, uid_for_slot
 from corl.sandbox.limits import Limits, apply_rlimits, minimal_env, tasks_of_uid
 from corl.sandbox.result import Result, classify
+from corl.sandbox.view import WORK
 
 log = logging.getLogger(__name__)
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -109,13 +110,22 @@ def _pump(proc: subprocess.Popen, limits: Limits, deadline: float) -> tuple[byte
     return bytes(out), bytes(err), total > limits.output_bytes, why
 
 
-def _read_record(workdir: str) -> dict | None:
+RECORD_BYTES = 64 << 10  # the bootstrap writes one line of at most ~12 KiB
+
+
+def read_record(fd: int) -> dict | None:
+    """The bootstrap's record from the read end of its pipe, once every writer is gone: the last JSON line, bounded."""
+    data = bytearray()
+    os.set_blocking(fd, False)
+    with contextlib.suppress(OSError):  # EAGAIN: a leftover writer (none backend) and nothing more to read
+        while len(data) <= RECORD_BYTES and (chunk := os.read(fd, 1 << 16)):
+            data += chunk
+    lines = bytes(data[:RECORD_BYTES]).splitlines()
     try:
-        with open(os.path.join(workdir, commands.RECORD), encoding="utf-8") as f:
-            record = json.load(f)
-        return record if isinstance(record, dict) else None
-    except (OSError, ValueError):
+        record = json.loads(lines[-1]) if lines else None
+    except ValueError:
         return None
+    return record if isinstance(record, dict) else None
 
 
 def _stdin_file(stdin: str | None):
@@ -140,40 +150,53 @@ def _group(iso: Isolation, limits: Limits) -> RunGroup | None:
         return None
 
 
-def _execute(iso: Isolation, stdin: str | None, limits: Limits, layout: commands.Layout, uid: int | None) -> Result:
+def _execute(iso: Isolation, stdin: str | None, limits: Limits, layout: commands.Layout, uid: int | None, source: str) -> Result:
     nproc_base = 0 if uid is not None else tasks_of_uid(os.getuid())
-    argv = commands.argv(iso, layout, uid, limits, tmpfs_mb=limits.memory_mb, nproc_base=nproc_base)
-    group = _group(iso, limits)
-    start = time.monotonic()
+    walled = iso.backend != "none"
+    record_r, record_w = os.pipe()
     try:
-        with _stdin_file(stdin) as stdin_f:
+        with contextlib.ExitStack() as fds:
+            source_f = fds.enter_context(commands.source_file(source)) if walled else None
+            source_fd = source_f.fileno() if source_f is not None else -1
+            argv = commands.argv(iso, layout, uid, limits, source_fd=source_fd, record_fd=record_w, nproc_base=nproc_base)
+            stdin_f = fds.enter_context(_stdin_file(stdin))
+            group = _group(iso, limits)
+            fds.callback(lambda: group is not None and group.remove())
+            start = time.monotonic()
             proc = subprocess.Popen(
                 argv,
-                cwd=layout.work,
-                env=minimal_env(layout.work),
+                cwd=layout.base if walled else layout.work,
+                env=minimal_env(WORK if walled else layout.work),
                 stdin=stdin_f,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                pass_fds=(record_w,) if source_fd < 0 else (record_w, source_fd),
                 start_new_session=True,  # its own process group, so one killpg reaches every descendant
                 preexec_fn=_preexec(limits, uid, iso, nproc_base, group),
             )
-        try:
-            out, err, truncated, why = _pump(proc, limits, start + limits.wall_s)
-            if why is None:
-                try:
-                    proc.wait(timeout=max(start + limits.wall_s - time.monotonic(), 0.01))
-                except subprocess.TimeoutExpired:
-                    why = "timeout"
-        finally:
-            _stop(proc, group)
-            proc.stdout.close()
-            proc.stderr.close()
-        oom_kills = group.oom_kills() if group is not None else 0
+            os.close(record_w)
+            record_w = -1
+            try:
+                out, err, truncated, why = _pump(proc, limits, start + limits.wall_s)
+                if why is None:
+                    try:
+                        proc.wait(timeout=max(start + limits.wall_s - time.monotonic(), 0.01))
+                    except subprocess.TimeoutExpired:
+                        why = "timeout"
+            finally:
+                # Closed before the kill: a process blocked writing into a full pipe (the program, or a
+                # shell printing "Killed" on stderr) then fails at once instead of holding the wait up.
+                proc.stdout.close()
+                proc.stderr.close()
+                _stop(proc, group)
+            oom_kills = group.oom_kills() if group is not None else 0
+        wall = time.monotonic() - start
+        record = read_record(record_r)
     finally:
-        if group is not None:
-            group.remove()
-    wall = time.monotonic() - start
-    status, kind, message = classify(proc.returncode, _read_record(layout.work), why, oom_kills)
+        for fd in (record_r, record_w):
+            if fd >= 0:
+                os.close(fd)
+    status, kind, message = classify(proc.returncode, record, why, oom_kills)
     text = {"encoding": "utf-8", "errors": "replace"}
     return Result(status, proc.returncode, out.decode(**text), err.decode(**text), wall, kind, message, truncated, iso.backend)
 
@@ -195,10 +218,14 @@ def run_program(
     iso = detect(backend)
     check_isolation(iso, require_isolation, backend)
     slot = acquire_slot()
-    uid = uid_for_slot(slot) if iso.drops_uid else None
-    base = tempfile.mkdtemp(prefix="corl-sbx-")
     try:
-        return _execute(iso, stdin, limits, commands.Layout.make(base, source, uid), uid)
+        uid = uid_for_slot(slot) if iso.drops_uid else None
+        base = tempfile.mkdtemp(prefix="corl-sbx-")
+        try:
+            layout = commands.Layout.make(base, source, uid, walled=iso.backend != "none")
+            return _execute(iso, stdin, limits, layout, uid, source)
+        finally:
+            if not remove_tree(base):
+                log.warning("corl.sandbox: %s could not be removed completely", base)
     finally:
-        shutil.rmtree(base, ignore_errors=True)
         release_slot(slot)
