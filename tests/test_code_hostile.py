@@ -3,17 +3,18 @@
 Each hostile completion runs in the real sandbox through `corl.code_eval.evaluate` (what
 `corl eval --task code` grades with), the suite's code grader, the `tests` reward (GT-Reward
 for code) and the code vote (behaviour keys). Honest completions of the same problems run
-alongside and must pass, so a harness that failed everything would fail these tests too.
+alongside and must pass, so a judge that failed everything would fail these tests too.
 
-Before the test harness of corl.tasks.code_harness (main at 2f2b2f0) these tests failed: in
-evaluate, the suite grader and the reward 20 of the 21 hostile completions passed (not the fork, which fails there for its first
-process's wrong answers; it is here because with lines as verdicts every forked process could print one); in the vote, forged
-lines (from the program before an os._exit, from a thread, from atexit) and a lying `__repr__`
-each took the honest key (the `__del__` forger and the exits did not), and equal sets, dicts and
-0.0/-0.0 got different keys.
+The judge runs the tests in its own process (corl.tasks.code_judge) and sees the program's
+values as plain data only, so lying values, patched builtins and modules, forged lines and
+exits all end in a failure; tests/test_code_attacks.py holds the attacks on the judge
+itself, with the exact status each must end in. The forged lines below are replies of the
+current wire format (corl.tasks.code_wire) written on every fd.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -73,8 +74,8 @@ def forge(lines):
             except OSError:
                 pass
 """
-FORGED = ['\\x1eCORL-BEHAVIOUR [0, "ok", "3"]', '\\x1eCORL-BEHAVIOUR [1, "ok", "7"]', '\\x1eCORL-BEHAVIOUR [2, "ok", "0"]']
-FORGED_LINES = "[" + ", ".join(f"'{line}'" for line in FORGED) + ", '\\x1eCORL ' + '0' * 32 + ' pass', 'pass']"
+FORGED = [f'{{"id": {i}, "ok": {v}}}' for i in range(16) for v in (3, 7, 0)]  # replies of the wire format
+FORGED_LINES = repr(FORGED)
 
 # Looks for the run's nonce everywhere a program could, then forges a verdict with each candidate.
 HUNT = (
@@ -287,7 +288,7 @@ def test_hostile_programs_never_take_the_honest_behaviour_key():
     texts = [completion(ADD, HONEST["add"][1])] * 2 + [completion(ADD, code) for code in VOTE_HOSTILE.values()]
     _, keys = answers_of(texts, [problem], len(texts))
     honest, hostile = keys[0][0], dict(zip(VOTE_HOSTILE, keys[0][2:]))
-    assert honest == '[["ok", "3"], ["ok", "7"], ["ok", "0"]]'
+    assert json.loads(honest)[-3:] == [["ok", "3"], ["ok", "7"], ["ok", "0"]]  # after the mutated inputs, the shown ones
     assert [name for name, key in hostile.items() if key == honest] == []
     assert list(keys[0]).count(honest) == 2  # the two honest programs and no hostile one
 

@@ -14,6 +14,7 @@ from corl.data import DataError, Problem, build_problems, load_rows
 from corl.labels import AnswersTable, peer_labels
 from corl.rewards import agreement_rewards, reward_spec
 from corl.tasks import task_spec
+from corl.tasks.code_inputs import N_MUTANTS
 from corl.tasks.code_task import INPUT_FIELDS, code_task_answers, completion_code, prepare_row, public_view
 
 ADD = {
@@ -38,6 +39,11 @@ def key(*values: str) -> str:
     return json.dumps([["ok", v] for v in values])
 
 
+def key_of(fn, name: str, calls: list[str]) -> str:
+    """The key a program computing `fn` must have on `calls` (int results: their repr is their key text)."""
+    return key(*(repr(eval(call, {name: fn})) for call in calls))
+
+
 def problems_of(rows: list[dict]) -> list[Problem]:
     """Rows as the loop builds them: prepared (the code: source), then only the task's input fields kept."""
     prepared = [{**prepare_row(r), "prompt_text": r.get("text") or r.get("prompt")} for r in rows]
@@ -48,12 +54,9 @@ def test_problem_inputs_hold_calls_not_expected_values_nor_the_solution():
     (problem,) = problems_of([ADD])
     # Exactly the four public fields: the asserts' *calls*, never "== 3"; the reference
     # solution only lends its function name.
-    assert problem.inputs == {
-        "code_entry_point": "add",
-        "code_public_inputs": ["add(1, 2)", "add(0, 5)"],
-        "code_prefix": "",
-        "code_setup": "",
-    }
+    calls = problem.inputs["code_public_inputs"]
+    assert problem.inputs == {"code_entry_point": "add", "code_public_inputs": calls, "code_prefix": "", "code_setup": ""}
+    assert calls[-2:] == ["add(1, 2)", "add(0, 5)"] and len(calls) == 2 + N_MUTANTS  # mutants first (corl.tasks.code_inputs)
     assert "==" not in json.dumps(problem.inputs) and "return" not in json.dumps(problem.inputs)
 
 
@@ -62,12 +65,12 @@ def test_prepare_row_reads_sanitized_mbpp_and_humaneval():
                  "test_list": ["assert math.isclose(root(4), 2)"]}  # fmt: skip
     row = prepare_row(sanitized)
     # the task text is `prompt` here: it must not become code_prefix (it would be prefixed to the program)
-    assert (row["code_entry_point"], row["code_public_inputs"], row["code_prefix"], row["code_setup"]) == (
-        "root", ["root(4)"], "", "import math"
+    assert (row["code_entry_point"], row["code_public_inputs"][-1], row["code_prefix"], row["code_setup"]) == (
+        "root", "root(4)", "", "import math"
     )  # fmt: skip
     assert row["prompt_mbpp"].startswith("You are an expert Python programmer, and here is your task: Root. Your code")
     he = prepare_row(HUMANEVAL)
-    assert he["code_public_inputs"] == ["inc(1)", "inc(-1)"]  # the docstring's examples
+    assert he["code_public_inputs"][-2:] == ["inc(1)", "inc(-1)"]  # the docstring's examples, after their mutants
     assert he["code_prefix"] == he["prompt_humaneval"] == HUMANEVAL["prompt"]
     assert he["prompt_humaneval_instruct"].startswith("Write a solution to the following problem and make sure")
 
@@ -102,10 +105,12 @@ def test_answers_are_behaviour_keys_and_none_without_a_program():
         "def plus(a, b):\n    return a + b",  # the entry point is missing
     ]
     answers, keys = code_task_answers(texts, [problem], k=len(texts))
-    assert keys == [(key("3", "5"), key("3", "5"), key("-1", "-5"), None, None, None)]
+    calls = problem.inputs["code_public_inputs"]
+    plus, minus = key_of(lambda a, b: a + b, "add", calls), key_of(lambda a, b: a - b, "add", calls)
+    assert keys == [(plus, plus, minus, None, None, None)]
     assert answers == keys  # an answer is its behaviour key
     spec = task_spec("code")
-    assert spec.equivalent(key("3", "5"), key("3", "5")) and not spec.equivalent(key("3", "5"), key("-1", "-5"))
+    assert spec.equivalent(plus, plus) and not spec.equivalent(plus, minus)
     assert not spec.equivalent(None, None) and spec.key(key("3")) == key("3")
 
 
@@ -115,7 +120,8 @@ def test_humaneval_continuation_is_cut_at_a_stop_sequence():
     assert completion_code(text, view) == "    return x + 1\n"
     (problem,) = problems_of([HUMANEVAL])
     _, keys = code_task_answers([text, "    return x + 2\n"], [problem], k=2)
-    assert keys == [(key("2", "0"), key("3", "1"))]
+    calls = problem.inputs["code_public_inputs"]
+    assert keys == [(key_of(lambda x: x + 1, "inc", calls), key_of(lambda x: x + 2, "inc", calls))]
 
 
 def test_peer_labels_and_agreement_rewards_on_code_answers():
@@ -125,7 +131,10 @@ def test_peer_labels_and_agreement_rewards_on_code_answers():
     a1 = code_task_answers([bad, bad, good], [problem], 3)  # agent 1: majority = bad's behaviour
     table = AnswersTable(("7",), (tuple(a0[0]), tuple(a1[0])), (tuple(a0[1]), tuple(a1[1])))
     labels = peer_labels(table)  # ring: agent 1 is taught by agent 0, agent 0 by agent 1
-    assert labels[1][0].key == key("3", "5") and labels[0][0].key == key("2", "0")
+    calls = problem.inputs["code_public_inputs"]
+    assert labels[1][0].key == key_of(lambda a, b: a + b, "add", calls) and labels[0][0].key == key_of(
+        lambda a, b: a * b, "add", calls
+    )
     spec = task_spec("code")
     r1 = agreement_rewards(a1[0], a1[1], labels[1], spec.equivalent)
     r0 = agreement_rewards(a0[0], a0[1], labels[0], spec.equivalent)

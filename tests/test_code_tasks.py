@@ -6,22 +6,26 @@ real sandboxed run.
 
 from __future__ import annotations
 
+import ast
 import json
+import random
 
 import pytest
 
 from corl.labels import majority_vote
 from corl.sandbox import SandboxPool
-from corl.tasks.code import entry_point, extract_code, public_inputs, solution_program
+from corl.tasks.code import entry_point, extract_code, public_inputs, shown_calls, solution_program
 from corl.tasks.code_exec import behaviour_key, code_answers, code_answers_grouped, passes_tests, passes_tests_batch
+from corl.tasks.code_inputs import N_MUTANTS, mutate
 
-ADD = {
+SHOWN = {
     "task_id": 900,
     "text": "Write a function to add two values.",
     "code": "def add(a, b):\n    return a + b",
     "test_list": ["assert add(1, 2) == 3", "assert add('a', 'b') == 'ab'", "assert add([1], [2]) == [1, 2]"],
     "test_setup_code": "",
 }
+ADD = {**SHOWN, "public_inputs": ["add(1, 2)", "add('a', 'b')", "add([1], [2])"]}  # keys by hand on known inputs
 HE = {
     "task_id": "HumanEval/900",
     "prompt": 'from typing import List\n\n\ndef double(xs: List[int]) -> List[int]:\n    """Double each.\n    >>> double([1, 2])\n    [2, 4]\n    >>> double([])\n    []\n    """\n',
@@ -56,16 +60,44 @@ def test_extract_bare_code_unclosed_fence_opened_fence_and_prose():
 
 
 def test_entry_point_and_public_inputs():
-    assert entry_point(ADD) == "add"
-    assert public_inputs(ADD) == ["add(1, 2)", "add('a', 'b')", "add([1], [2])"]
-    assert public_inputs(HE) == ["double([1, 2])", "double([])"]
-    assert public_inputs({**ADD, "public_inputs": ["add(0, 0)"]}) == ["add(0, 0)"]
+    assert entry_point(SHOWN) == "add"
+    assert shown_calls(SHOWN) == ["add(1, 2)", "add('a', 'b')", "add([1], [2])"]
+    assert shown_calls(HE) == ["double([1, 2])", "double([])"]
+    assert public_inputs({**SHOWN, "public_inputs": ["add(0, 0)"]}) == ["add(0, 0)"]
     wrapped = {
-        **ADD,
+        **SHOWN,
         "test_list": ["assert math.isclose(add(0.1, 0.2), 0.3)"],
         "code": "import math\ndef add(a, b):\n    return a + b",
     }
-    assert public_inputs(wrapped) == ["add(0.1, 0.2)"]
+    assert shown_calls(wrapped) == ["add(0.1, 0.2)"]
+
+
+def test_public_inputs_are_mutants_of_the_shown_calls_then_the_shown_calls():
+    inputs = public_inputs(SHOWN)
+    shown = shown_calls(SHOWN)
+    assert inputs == public_inputs(dict(SHOWN))  # deterministic
+    assert inputs[-3:] == shown and len(inputs) == 3 + N_MUTANTS
+    mutants = inputs[:-3]
+    assert not set(mutants) & set(shown) and len(set(mutants)) == N_MUTANTS
+    kinds = {"add(1, 2)": (int, int), "add('a', 'b')": (str, str), "add([1], [2])": (list, list)}
+    for call in mutants:  # every mutant keeps the types of one shown call's arguments
+        args = tuple(type(ast.literal_eval(a)) for a in ast.parse(call, mode="eval").body.args)
+        assert args in kinds.values(), call
+    assert public_inputs({**SHOWN, "test_list": ["assert add(x, 2) == 3"]}) == ["add(x, 2)"]  # no literal: shown only
+
+
+def test_mutations_keep_types_and_move_by_small_steps():
+    rng = random.Random(0)
+    for value in (5, -3, 2.5, "abc", "", [1, 2, 3], (1, "x"), {"a": 1}, True, None, [[1, 2], [3]]):
+        for _ in range(20):
+            m = mutate(value, rng)
+            assert type(m) is type(value)
+            if type(value) is int:
+                assert 0 < abs(m - value) <= 3
+            if type(value) is str:
+                assert abs(len(m) - len(value)) <= 1 and set(m) <= set(value or "a")
+            if type(value) is list and value and type(value[0]) is int:
+                assert abs(len(m) - len(value)) <= 1 and all(type(x) is int for x in m)
 
 
 def test_solution_program_needs_the_entry_point():
@@ -106,37 +138,29 @@ def test_all_errors_count_when_asked(pool):
     assert json.loads(keys[0]) == [["err", "KeyError"]] * 3
 
 
-def test_behaviour_key_reads_only_this_runs_lines_and_names_how_a_run_ended():
-    from corl.sandbox import Status
-    from corl.tasks.code_harness import MARK
-
-    nonce = "ab" * 16
-    out = f"hello\n{MARK}{nonce} 0 ok 1\n{MARK}{'cd' * 16} 1 ok 2\n{MARK}{nonce} garbage\n"  # input 1's line: another nonce
-    assert json.loads(behaviour_key(out, nonce, 2)) == [["ok", "1"], ["err", "EarlyExit"]]
-    assert json.loads(behaviour_key(out, nonce, 2, Status.TIMEOUT)) == [["ok", "1"], ["err", "TimeoutError"]]
-    assert behaviour_key(f"{MARK}{nonce} -1 err NameError\n", nonce, 2) is None
-    assert behaviour_key("", nonce, 0) is None
+def test_behaviour_key_from_the_judges_outcome():
+    assert json.loads(behaviour_key({"outcome": [["ok", "1"], ["err", "EarlyExit"]]}, 2)) == [["ok", "1"], ["err", "EarlyExit"]]
+    assert behaviour_key({"outcome": [["err", "NameError"]] * 2}, 2) is None  # only errors: no answer
+    assert (
+        json.loads(behaviour_key({"outcome": [["err", "NameError"]] * 2}, 2, all_errors_count=True)) == [["err", "NameError"]] * 2
+    )
+    assert json.loads(behaviour_key({"status": "judge"}, 2, all_errors_count=True)) == [["err", "Judge"]] * 2
+    assert behaviour_key({"outcome": []}, 0) is None
 
 
-def test_a_test_run_passes_only_on_one_verdict_with_its_pass_token():
+def test_a_test_run_passes_only_on_the_judges_ok():
     from corl.sandbox import Result, Status
     from corl.tasks.code_exec import test_outcome
-    from corl.tasks.code_harness import MARK
 
-    nonce, token = "ab" * 16, "cd" * 16
-
-    def run(*payloads: str, status: Status = Status.OK) -> Result:
-        return Result(status, 0, "".join(f"\n{MARK}{nonce} {p}\n" for p in payloads), "", 0.1)
-
-    assert test_outcome(run(f"pass {token}"), nonce, token).passed
-    assert not test_outcome(run("pass " + "0" * 32), nonce, token).passed  # the nonce without the token
-    assert not test_outcome(run("fail AssertionError", f"pass {token}"), nonce, token).passed  # two verdicts
-    assert (
-        test_outcome(run("fail ZeroDivisionError: division by zero"), nonce, token).error == "ZeroDivisionError: division by zero"
-    )
-    ended = test_outcome(run(), nonce, token)
-    assert (ended.passed, ended.status) == (False, "exit")  # no verdict at all: an exit before the tests ended
-    assert test_outcome(run(status=Status.TIMEOUT), nonce, token).status == "timeout"
+    ended = Result(Status.OK, 0, "", "", 0.1)
+    assert test_outcome({"status": "ok"}, ended).passed
+    assert not test_outcome({"status": "pass"}, ended).passed
+    failed = test_outcome({"status": "error", "error": "ZeroDivisionError: division by zero"}, ended)
+    assert (failed.passed, failed.status, failed.error) == (False, "error", "ZeroDivisionError: division by zero")
+    assert test_outcome({"status": "exit", "error": "gone"}, ended).status == "exit"
+    killed = test_outcome({"status": "exit", "error": "gone"}, Result(Status.KILLED, -9, "", "", 0.1, "SIGKILL"))
+    assert (killed.passed, killed.status) == (False, "killed")  # an exit the sandbox saw as a kill is named so
+    assert test_outcome({}, ended).status == "judge"
 
 
 def test_humaneval_docstring_behaviour_and_grouped_form(pool):
@@ -145,7 +169,7 @@ def test_humaneval_docstring_behaviour_and_grouped_form(pool):
         fenced("def double(xs):\n    return xs + xs"),
         fenced("def double(xs):\n    return [x * 2 for x in xs]"),
     ]
-    answers, keys = code_answers_grouped(texts, [HE], k=3, pool=pool)
+    answers, keys = code_answers_grouped(texts, [{**HE, "public_inputs": shown_calls(HE)}], k=3, pool=pool)
     assert json.loads(keys[0][0]) == [["ok", "[2, 4]"], ["ok", "[]"]]
     assert json.loads(keys[0][1]) == [["ok", "[1, 2, 1, 2]"], ["ok", "[]"]]
     assert keys[0][2] == keys[0][0] and len(answers[0]) == 3

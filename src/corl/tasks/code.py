@@ -11,10 +11,12 @@ Pure functions over (completion texts, problem rows); programs run in corl.sandb
   HumanEval prompt (its imports and helpers); or, for HumanEval, prompt + code when the
   completion continues the prompt's function. None when neither defines the entry point.
 - Public inputs (`public_inputs`): an explicit `public_inputs` list of call expressions; else
-  the entry-point calls in MBPP's `test_list` asserts; else the entry-point calls written in
-  a HumanEval docstring (`>>> f(x)` and the `f(x) == y` / `f(x) ➞ y` styles alike).
+  calls derived from the examples the prompt shows (the entry-point calls in MBPP's
+  `test_list` asserts, or those written in a HumanEval docstring, `>>> f(x)` and the
+  `f(x) == y` / `f(x) ➞ y` styles alike) by type-preserving mutation, whose answers the
+  prompt does not show, followed by the shown calls (`corl.tasks.code_inputs`).
 - Behaviour key: JSON of [["ok", canonical text of the value] | ["err", exception class]] per
-  input (`corl.tasks.code_values.canonical_text`; programs run in `corl.tasks.code_harness`).
+  input (`corl.tasks.code_values.canonical_text`), computed by the judge (`corl.tasks.code_exec`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import ast
 import builtins
 import re
 from collections.abc import Mapping
+
+from corl.tasks.code_inputs import behaviour_inputs
 
 _FENCE = re.compile(r"^\s*```\s*([\w+-]*)\s*$")
 _PY_TAGS = {"python", "py", "python3"}
@@ -167,12 +171,20 @@ def public_inputs(problem: Mapping) -> list[str]:
     name = entry_point(problem)
     if name is None:
         return []
+    return behaviour_inputs(shown_calls(problem), MAX_PUBLIC_INPUTS)
+
+
+def shown_calls(problem: Mapping) -> list[str]:
+    """The entry-point calls the prompt shows with their answers: MBPP's asserts, HumanEval's docstring examples."""
+    name = entry_point(problem)
     calls = []
+    if name is None:
+        return calls
     if problem.get("test_list"):
         calls = [c for t in problem["test_list"] for c in _calls_in_assert(t, name)]
     elif problem.get("prompt"):
         calls = _calls_in_docstring(problem["prompt"], name)
-    return list(dict.fromkeys(calls))[:MAX_PUBLIC_INPUTS]
+    return list(dict.fromkeys(calls))
 
 
 def solution_program(text: str | None, problem: Mapping, opened_fence: bool = False) -> str | None:

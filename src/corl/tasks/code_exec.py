@@ -1,36 +1,40 @@
-"""Running completions' programs in the sandbox: behaviour keys for votes, hidden tests for the gold reward.
+"""Judging completions' programs: behaviour keys for votes, hidden tests for the gold reward.
 
-Every program runs inside the harness of `corl.tasks.code_harness` (what it guarantees is
-written there), with its job and a fresh random nonce on stdin; only output lines that
-carry the nonce count. A test run passes only on the harness's one "pass" verdict with the
-run's second secret, its pass token: a program that exits early, in any way, leaves none
-and fails.
+Every run is two processes (docs/architecture.md, "Code judging"): the program, sandboxed
+(corl.sandbox.session), runs the solution under a stub that answers calls with plain data
+(corl.tasks.code_stub); the judge, a trusted process of our own (corl.tasks.code_judge),
+runs the hidden tests or the vote's calls and reaches the program only through two pipes.
+The verdict is the judge's one line on its own stdout, which only this process reads: the
+program holds no secret and has no way to write there, so nothing it does (exit, crash,
+loop, fork, print, read its own memory) can produce a pass.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
+import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from corl.sandbox import Limits, Result, SandboxPool, Status, close_default_pool, default_pool
-from corl.tasks import code_harness
+from corl.sandbox.session import Session
+from corl.tasks import code_stub
 from corl.tasks.code import entry_point, hidden_tests, public_inputs, solution_program, trusted_prompt
 
 LOAD_S = 5.0  # defining the solution (imports, module-level code)
 PER_INPUT_S = 2.0  # one public input; a loop on one input costs only that input
-START_S = 2.0  # the harness's own start (interpreter, module copies) on a loaded machine
+START_S = 2.0  # the program's start (sandbox, interpreter) on a loaded machine
 TEST_LIMITS = Limits(wall_s=15.0, cpu_s=15)
-PROGRAM = code_harness.program()  # the same main.py for every run: the job comes on stdin
-# Inputs without a line from the harness: what ended the run before it reached them.
-_MISSING = {
-    Status.TIMEOUT: "TimeoutError",
-    Status.MEMORY: "MemoryError",
-    Status.OUTPUT_LIMIT: "OutputLimit",
-    Status.KILLED: "Killed",
-}
+JUDGE = str(Path(__file__).resolve().parent / "code_judge.py")
+JUDGE_SLACK_S = 5.0  # the judge keeps its own deadlines; past them plus this, the host kills it
+MAX_VERDICT = 1 << 20
+# How the program ended, when the judge saw it end: refines the judge's "exit".
+_ENDED = {Status.TIMEOUT: "timeout", Status.MEMORY: "memory", Status.OUTPUT_LIMIT: "output_limit", Status.KILLED: "killed"}
 
 
 @dataclass(frozen=True)
@@ -40,90 +44,114 @@ class TestRun:
     __test__ = False  # not a pytest class
 
     passed: bool
-    status: str  # ok (passed), error (a test or the solution raised), memory, exit (no verdict), or the sandbox's timeout/output_limit/killed
+    status: str  # ok (passed), error, timeout, exit, malformed, memory, killed, output_limit, judge (code_judge's docstring)
     error: str | None
     wall_s: float
 
 
-def new_nonce() -> str:
-    return secrets.token_hex(16)
+def judge(program: str, job: Mapping, limits: Limits, pool: SandboxPool) -> tuple[dict, Result]:
+    """Run `program` sandboxed and the judge on `job` against it; (the judge's verdict, how the program ended)."""
+    request_r, request_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    try:
+        session = Session(program, request_r, reply_w, limits, pool.backend, pool.require_isolation)
+    except BaseException:
+        os.close(request_w)
+        os.close(reply_r)
+        raise
+    finally:
+        os.close(request_r)  # the program holds its ends now
+        os.close(reply_w)
+    verdict = {"status": "judge", "error": "the judge did not start"}
+    try:
+        verdict = _run_judge(job, request_w, reply_r, limits.wall_s + JUDGE_SLACK_S)
+    finally:
+        result = session.close(grace_s=0.5 if verdict.get("status") == "exit" else 0.0)
+    return verdict, result
 
 
-def harness_lines(stdout: str, nonce: str) -> list[str]:
-    """The payloads of the lines the harness wrote in this run (those that carry its nonce)."""
-    prefix = code_harness.MARK + nonce + " "
-    return [line[len(prefix) :] for line in stdout.split("\n") if line.startswith(prefix)]  # not splitlines(): \x1e splits it
+def _run_judge(job: Mapping, request_w: int, reply_r: int, timeout: float) -> dict:
+    """The judge's verdict line; the judge holds the two pipe ends, this process closes its copies."""
+    argv = [sys.executable, "-I", "-S", "-B", JUDGE, str(request_w), str(reply_r)]
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(request_w, reply_r)
+        )
+    finally:
+        os.close(request_w)  # the program sees EOF once the judge ends
+        os.close(reply_r)
+    try:
+        out, err = proc.communicate(json.dumps(job).encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"status": "timeout", "error": "the judge ran past its deadline"}
+    lines = out[:MAX_VERDICT].decode("utf-8", "replace").strip().splitlines()
+    try:
+        verdict = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        verdict = None
+    if not isinstance(verdict, dict):
+        tail = err.decode("utf-8", "replace").strip()[-300:]
+        return {"status": "judge", "error": f"the judge gave no verdict (exit {proc.returncode}): {tail}"}
+    return verdict
 
 
-def _job(mode: str, nonce: str, solution: str, problem: Mapping, **fields) -> str:
+def _job(mode: str, problem: Mapping, **fields) -> dict:
     with warnings.catch_warnings():  # MBPP's reference code holds "\\d" in plain strings: parsing it warns
         warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
         entry = entry_point(problem)
-    job = {"mode": mode, "nonce": nonce, "solution": solution, "entry_point": entry, "prompt": trusted_prompt(problem)}
-    return json.dumps({**job, **fields})
+    return {"mode": mode, "entry_point": entry, "prompt": trusted_prompt(problem), **fields}
 
 
-def behaviour_job(solution: str, calls: Sequence[str], problem: Mapping, nonce: str) -> str:
-    """The harness's stdin for the public calls of `problem` on `solution`."""
+def behaviour_job(calls: Sequence[str], problem: Mapping) -> dict:
+    """The judge's job for the public calls of `problem`."""
     setup = problem.get("test_setup_code") or ""
-    return _job("behaviour", nonce, solution, problem, setup=setup, calls=list(calls), load_s=LOAD_S, per_s=PER_INPUT_S)
+    return _job("calls", problem, setup=setup, calls=list(calls), load_s=LOAD_S, per_s=PER_INPUT_S, start_s=START_S)
 
 
-def tests_job(solution: str, problem: Mapping, nonce: str, pass_token: str) -> str:
-    """The harness's stdin for the hidden tests of `problem` on `solution`."""
+def tests_job(problem: Mapping, wall_s: float) -> dict:
+    """The judge's job for the hidden tests of `problem`."""
     setup, tests = hidden_tests(problem)
-    return _job("tests", nonce, solution, problem, setup=setup, tests=tests, pass_token=pass_token)
+    return _job("tests", problem, setup=setup, tests=tests, wall_s=wall_s)
 
 
 def behaviour_limits(n_inputs: int) -> Limits:
-    budget = LOAD_S + PER_INPUT_S * n_inputs + START_S
+    budget = LOAD_S + (PER_INPUT_S + 1.0) * n_inputs + START_S
     return Limits(wall_s=budget, cpu_s=int(budget) + 1)
 
 
-def behaviour_key(
-    stdout: str, nonce: str, n_inputs: int, status: Status = Status.OK, all_errors_count: bool = False
-) -> str | None:
-    """The vote key from a harness run: JSON of [tag, text] per input; None when no input made a value (unless all_errors_count).
-
-    Inputs the harness never reported read as the way the run ended (TimeoutError, MemoryError,
-    OutputLimit, Killed, else EarlyExit): a program that exits cannot leave a forged value behind.
-    """
-    seen: dict[int, list[str]] = {}
-    for payload in harness_lines(stdout, nonce):
-        index, _, rest = payload.partition(" ")
-        tag, _, text = rest.partition(" ")
-        if tag in ("ok", "err") and index.lstrip("-").isdigit():
-            seen.setdefault(int(index), [tag, text])
-    if -1 in seen:
-        outcome = [["err", seen[-1][1]]] * n_inputs
-    else:
-        outcome = [seen.get(i, ["err", _MISSING.get(status, "EarlyExit")]) for i in range(n_inputs)]
+def behaviour_key(verdict: Mapping, n_inputs: int, all_errors_count: bool = False) -> str | None:
+    """The vote key from the judge's outcome: JSON of [tag, text] per input; None when no input made a value."""
+    outcome = verdict.get("outcome")
+    if not isinstance(outcome, list) or len(outcome) != n_inputs:
+        outcome = [["err", "Judge"]] * n_inputs
     if n_inputs == 0 or (not all_errors_count and all(tag == "err" for tag, _ in outcome)):
         return None
     return json.dumps(outcome, ensure_ascii=False)
 
 
-def test_outcome(result: Result, nonce: str, pass_token: str) -> TestRun:
-    """Passed only on the harness's one verdict "pass <token>"; no verdict is a failure named by how the run ended."""
-    verdicts = [p for p in harness_lines(result.stdout, nonce) if p.startswith(("pass", "fail "))]
-    wall = result.wall_s
-    if verdicts == ["pass " + pass_token]:
-        return TestRun(True, "ok", None, wall)
-    if len(verdicts) > 1 or (verdicts and not verdicts[0].startswith("fail ")):
-        return TestRun(False, "error", f"forged: {len(verdicts)} verdicts, or a pass without this run's token", wall)
-    if verdicts:
-        error = verdicts[0][len("fail ") :]
-        return TestRun(False, "memory" if error.startswith("MemoryError") else "error", error, wall)
-    if result.status not in (Status.OK, Status.ERROR):
-        return TestRun(
-            False, result.status.value, ": ".join(str(x) for x in (result.error_kind, result.error_message) if x), wall
-        )
-    why = f" ({result.error_kind}: {result.error_message})" if result.error_kind else ""
-    return TestRun(False, "exit", f"exit: the program ended before its tests did, exit code {result.returncode}{why}", wall)
+def test_outcome(verdict: Mapping, result: Result) -> TestRun:
+    """Passed only on the judge's "ok"; an "exit" is named by how the program ended where the sandbox saw more."""
+    status, error = verdict.get("status", "judge"), verdict.get("error")
+    if status == "ok":
+        return TestRun(True, "ok", None, result.wall_s)
+    if status == "exit" and result.status in _ENDED:
+        status = _ENDED[result.status]
+        error = f"{error} ({': '.join(str(x) for x in (result.error_kind, result.error_message) if x)})"
+    return TestRun(False, status, error, result.wall_s)
 
 
 def _pool(pool: SandboxPool | None) -> SandboxPool:
     return pool if pool is not None else default_pool()
+
+
+def _judged(pool: SandboxPool | None, runs: Sequence[tuple[str, dict, Limits] | None]) -> list[tuple[dict, Result] | None]:
+    """judge() of every run, at most the pool's `workers` at a time (None in, None out)."""
+    pool = _pool(pool)
+    with ThreadPoolExecutor(max_workers=pool.workers, thread_name_prefix="corl-judge") as ex:
+        futures: list[Future | None] = [ex.submit(judge, *run, pool) if run is not None else None for run in runs]
+        return [f.result() if f is not None else None for f in futures]
 
 
 def code_answers(
@@ -141,15 +169,12 @@ def code_answers(
     rows = [problems] * len(texts) if isinstance(problems, Mapping) else list(problems)
     programs = [solution_program(t, p, opened_fence) for t, p in zip(texts, rows, strict=True)]
     calls = [public_inputs(p) for p in rows]
-    futures = []
-    for i, (prog, c, p) in enumerate(zip(programs, calls, rows)):
-        if prog is not None and c:
-            nonce = new_nonce()
-            futures.append((i, nonce, _pool(pool).submit(PROGRAM, behaviour_job(prog, c, p, nonce), behaviour_limits(len(c)))))
-    keys: list[str | None] = [None] * len(texts)
-    for i, nonce, fut in futures:
-        result = fut.result()
-        keys[i] = behaviour_key(result.stdout, nonce, len(calls[i]), result.status, all_errors_count)
+    runs = [
+        (code_stub.program(prog), behaviour_job(c, p), behaviour_limits(len(c))) if prog is not None and c else None
+        for prog, c, p in zip(programs, calls, rows)
+    ]
+    judged = _judged(pool, runs)
+    keys = [behaviour_key(j[0], len(c), all_errors_count) if j is not None else None for j, c in zip(judged, calls)]
     answers = [prog if key is not None else None for prog, key in zip(programs, keys)]
     return answers, keys
 
@@ -170,12 +195,12 @@ def run_tests(
     programs: Sequence[str | None], problems: Sequence[Mapping], pool: SandboxPool | None = None, limits: Limits | None = None
 ) -> list[TestRun | None]:
     """Hidden-test outcomes of already-built solution programs (None in, None out)."""
-    run_secrets = [(new_nonce(), new_nonce()) for _ in programs]  # (nonce, pass token) per run
-    futures = [
-        _pool(pool).submit(PROGRAM, tests_job(prog, p, *secret), limits or TEST_LIMITS) if prog is not None else None
-        for prog, p, secret in zip(programs, problems, run_secrets, strict=True)
+    limits = limits or TEST_LIMITS
+    runs = [
+        (code_stub.program(prog), tests_job(p, limits.wall_s), limits) if prog is not None else None
+        for prog, p in zip(programs, problems, strict=True)
     ]
-    return [test_outcome(f.result(), *secret) if f is not None else None for f, secret in zip(futures, run_secrets)]
+    return [test_outcome(*j) if j is not None else None for j in _judged(pool, runs)]
 
 
 def passes_tests_batch(

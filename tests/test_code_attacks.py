@@ -1,0 +1,191 @@
+"""Attacks on the code judge itself (issue 40), each ending in the exact status it must, on every backend that works here.
+
+The program runs sandboxed; the hidden tests run in the judge, another process
+(corl.tasks.code_judge). Before that design (main at 2f21024) the tests ran inside the
+program's process guarded by a nonce and a pass token, and these programs passed there:
+they read the secrets from gc.garbage's frames or from the heap through ctypes and printed
+the pass line (or the vote's lines with the honest values) before exiting. Each test below
+fails there; the exact statuses are those of corl.tasks.code_judge's docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from corl.sandbox import SandboxPool, detect
+from corl.tasks.code_exec import code_answers, run_tests
+
+ADD = {
+    "task_id": "add",
+    "text": "Write a function to add two numbers.",
+    "code": "def add(a, b):\n    return a + b",
+    "test_list": ["assert add(1, 2) == 3", "assert add(2, 5) == 7", "assert add(-1, 1) == 0"],
+    "test_setup_code": "",
+}
+HONEST = "def add(a, b):\n    return a + b\n"
+CALLS = ["add(1, 2)", "add(2, 5)", "add(-1, 1)"]
+
+# Every secret the program's process holds, found through frames left in gc.garbage (no audited call).
+GC_FRAMES = """
+import gc, os
+def _frames_locals():
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    def inner():
+        try:
+            raise ValueError()
+        except ValueError as err:
+            keep = err
+        return keep
+    e = inner()
+    del e
+    gc.collect()
+    found = []
+    for obj in list(gc.garbage):
+        if type(obj).__name__ == "frame":
+            f = obj
+            while f is not None:
+                try:
+                    found.append(dict(f.f_locals))
+                except Exception:
+                    pass
+                f = f.f_back
+    gc.set_debug(0)
+    return found
+def _to_every_fd(text):
+    for fd in range(1, 64):
+        try:
+            os.write(fd, text.encode())
+        except OSError:
+            pass
+"""
+# The old pass line, printed to every fd with the stolen nonce and token, then an exit before the tests end.
+STEAL_VERDICT = """
+def add(a, b):
+    for scope in _frames_locals():
+        if isinstance(scope.get("nonce"), str) and isinstance(scope.get("token"), str):
+            _to_every_fd("\\n\\x1eCORL " + scope["nonce"] + " pass " + scope["token"] + "\\n")
+            os._exit(0)
+    return 0
+"""
+# Memory read through a ctypes.Union of a pointer, page by page (a fault is EFAULT from write(2), not a crash):
+# every live str of 32 hex digits (the old harness's nonce and pass token), found by its header.
+CTYPES_HEAP = """
+import ctypes, os, re, struct, sys
+def _hex_strings():
+    PAGE = 4096
+    class U(ctypes.Union):
+        _fields_ = [("addr", ctypes.c_void_p), ("ptr", ctypes.POINTER(ctypes.c_char * PAGE))]
+    r, w = os.pipe()
+    header = re.compile(re.escape(struct.pack("<Qq", id(str), 32)) + b".{%d}([0-9a-f]{32})\\x00" % (sys.getsizeof("") - 25), re.S)
+    found = set()
+    for anchor in (id("a" * 40), id(os.__doc__)):
+        page = anchor - anchor % PAGE - (128 << 20)
+        text = b""
+        while page < anchor + (128 << 20):
+            u = U()
+            u.addr = page
+            page += PAGE
+            try:
+                os.write(w, u.ptr.contents)
+            except OSError:  # unmapped: skip ahead 64 KiB
+                text, page = b"", page + 15 * PAGE
+                continue
+            text = text[-100:] + os.read(r, PAGE)
+            found.update(m.group(1).decode() for m in header.finditer(text))
+    return sorted(found)
+def add(a, b):
+    found = _hex_strings()
+    lines = "".join("\\n\\x1eCORL %s pass %s\\n" % (x, y) for x in found for y in found if x != y)
+    for fd in range(1, 64):
+        try:
+            os.write(fd, lines.encode())
+        except OSError:
+            pass
+    if lines:
+        os._exit(0)
+    return 0
+"""
+# Reply lines of the current wire format, for every request id a judge could count, on every fd.
+FORGED_REPLIES = """
+def add(a, b):
+    _to_every_fd("".join('{"id":%d,"ok":%d}\\n' % (i, v) for i in range(64) for v in (3, 7, 0)))
+    return 0
+"""
+# The vote: the old harness's value lines with the stolen nonce and the honest values, then an exit;
+# and the current format's replies on every fd.
+FORGED_KEY = """
+def add(a, b):
+    for scope in _frames_locals():
+        if isinstance(scope.get("nonce"), str) and isinstance(scope.get("out"), int):
+            lines = "".join("\\n\\x1eCORL %s %d ok %s\\n" % (scope["nonce"], i, v) for i, v in enumerate((3, 7, 0)))
+            os.write(scope["out"], (lines + "\\n\\x1eCORL " + scope["nonce"] + " end\\n").encode())
+            os._exit(0)
+    _to_every_fd("".join('{"id":%d,"ok":%d}\\n' % (i, v) for i in range(64) for v in (3, 7, 0)))
+    return a + b
+"""
+# The old pass line printed (print, on stdout pointed at the harness's output fd when one is found), no exit.
+PRINT_OLD_PASS_LINE = """
+def add(a, b):
+    import sys
+    for scope in _frames_locals():
+        if isinstance(scope.get("nonce"), str) and isinstance(scope.get("token"), str):
+            sys.stdout = open(scope["out"], "w", closefd=False)
+            print("\\n\\x1eCORL " + scope["nonce"] + " pass " + scope["token"], flush=True)
+            os._exit(0)
+    print("\\x1eCORL " + "0" * 32 + " pass " + "0" * 32, flush=True)
+    return 0
+"""
+ATTACKS = {  # name: (program, status, error it must end with)
+    "gc.garbage frames, the pass line, an exit": (GC_FRAMES + STEAL_VERDICT, "error", "AssertionError"),
+    "ctypes heap read, the pass line, an exit": (CTYPES_HEAP, "error", "AssertionError"),
+    "forged replies of the current format": (GC_FRAMES + FORGED_REPLIES, "malformed", "a reply to another request"),
+    "the old pass line printed": (GC_FRAMES + PRINT_OLD_PASS_LINE, "error", "AssertionError"),
+    "os._exit in the call": (GC_FRAMES + STEAL_VERDICT.replace("return 0", "os._exit(0)"), "exit", None),
+    "os._exit while loading": ("import os\nos._exit(0)\n" + HONEST, "exit", None),
+    "sys.exit(0) in the call": ("def add(a, b):\n    import sys\n    sys.exit(0)\n", "error", "SystemExit: 0"),
+    "sys.exit(0) while loading": ("import sys\nsys.exit(0)\n" + HONEST, "error", "SystemExit: 0"),
+    "a killed process": ("def add(a, b):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n", "killed", None),
+    "a fork that answers twice": ("def add(a, b):\n    import os\n    os.fork()\n    return a + b\n", "malformed", None),
+    "a value with no plain form": ("def add(a, b):\n    return lambda: a + b\n", "error", "WireError"),
+}
+
+
+def backends() -> list[str]:
+    found = []
+    for name in ("unshare", "bwrap"):
+        if shutil.which(name) is None:
+            continue
+        try:
+            detect(name)
+        except Exception:  # noqa: BLE001 - a backend that does not work on this host is skipped
+            continue
+        found.append(name)
+    return found
+
+
+@pytest.fixture(scope="module", params=backends() or [pytest.param("none", marks=pytest.mark.skip("no backend"))])
+def pool(request):
+    with SandboxPool(workers=2, backend=request.param) as p:
+        yield p
+
+
+def test_attacks_on_the_judge_end_in_their_exact_status(pool):
+    runs = run_tests([code for code, _, _ in ATTACKS.values()] + [HONEST], [ADD] * (len(ATTACKS) + 1), pool)
+    assert (runs[-1].passed, runs[-1].status) == (True, "ok")  # an honest program beside them passes
+    wrong = {}
+    for (name, (_, status, error)), run in zip(ATTACKS.items(), runs):
+        if run.passed or run.status != status or (error is not None and not (run.error or "").startswith(error)):
+            wrong[name] = (run.passed, run.status, run.error)
+    assert wrong == {}
+
+
+def test_forged_vote_lines_never_take_the_honest_key(pool):
+    problem = {**ADD, "public_inputs": CALLS}
+    texts = [HONEST, GC_FRAMES + FORGED_KEY, GC_FRAMES + STEAL_VERDICT]
+    _, keys = code_answers(texts, problem, pool, all_errors_count=True)
+    assert json.loads(keys[0]) == [["ok", "3"], ["ok", "7"], ["ok", "0"]]
+    assert json.loads(keys[1]) == [["err", "Malformed"]] * 3  # the judge read a forged line as the first reply
+    assert json.loads(keys[2]) == [["ok", "0"]] * 3  # it found no secret: its own (wrong) behaviour
