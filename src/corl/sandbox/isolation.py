@@ -3,8 +3,9 @@
 Backends, best first; `CORL_SANDBOX=bwrap|unshare|none` picks one by name instead of `auto`:
 - bwrap and unshare give the same walls (corl.sandbox.view): new mount, PID, network, IPC
   and UTS namespaces; a view of the host holding only the system trees and the interpreter,
-  read-only; fresh /tmp, /var/tmp, /dev/shm; homes, /run and other users' files absent; the
-  run's work folder the one writable place. As root the program drops to a per-run uid;
+  read-only; homes, /run and other users' files absent; one tmpfs of Limits.disk_mb inside
+  the run's mount namespace the one writable place (its work folder, /tmp, /var/tmp and
+  /dev/shm), gone with the namespace. As root the program drops to a per-run uid;
   otherwise bwrap and unshare need unprivileged user namespaces.
 - none: a plain child process with the host's files, processes and network. `auto` never
   falls back to it silently: a run refuses (SandboxUnavailable) unless the user names it

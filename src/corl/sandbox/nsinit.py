@@ -9,7 +9,9 @@ ignores SIGXCPU, and unshare itself fails under it) and the unprivileged uid, th
 bootstrap in the same interpreter (one interpreter start less per program). When the program
 ends, INIT exits with its status (128+n for a signal, as bwrap reports it), and the kernel
 kills whatever else is left in the namespace before unshare sees INIT's exit: so the launcher
-exiting means every process of the run is gone.
+exiting means every process of the run is gone, and with the last of them the mount namespace
+and the scratch tmpfs holding all the program wrote (bounded by size= and nr_inodes=; bwrap's
+--size bounds the bytes only).
 
 Hand-written rather than bwrap's: it is exactly what a fresh machine without bubblewrap has
 (util-linux and Python), and mount(2)/pivot_root(2) through ctypes need no other package.
@@ -66,7 +68,7 @@ def tmpfs(dst, mode, size, devices=False):
 def build_view(new):
     mount("tmpfs", new, "tmpfs", NOSUID | NODEV, "mode=0755,size=4m")
     # The one writable place, first: interpreter trees under it are bound on top of it below.
-    tmpfs(new + cfg["scratch"], "1777", cfg["disk_bytes"])
+    tmpfs(new + cfg["scratch"], "1777", f"{cfg['disk_bytes']},nr_inodes={cfg['disk_inodes']}")
     for d in cfg["traversable"]:
         os.makedirs(new + d, mode=0o755, exist_ok=True)
     for src, dst in cfg["binds"]:
@@ -198,6 +200,8 @@ def unshare_command(
         "scratch": SCRATCH,
         "scratch_links": [list(s) for s in scratch_links()],
         "disk_bytes": disk_bytes,
+        # Empty files take no pages, so `size` alone does not bound how many (each costs kernel memory).
+        "disk_inodes": max(disk_bytes >> 10, 4096),
         "binds": [list(b) for b in view.binds],
         "symlinks": [list(s) for s in view.symlinks],
         "traversable": list(view.traversable),
