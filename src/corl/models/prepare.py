@@ -25,11 +25,28 @@ def prepare_model(model, compute: ComputeConfig | None, dp):
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if compute.lora is not None:
         model = add_lora(model, compute.lora)
+    disable_dropout(model)
     if dp.fsdp:
         shard_with_fsdp(model, dp.mesh, compute.bf16)
     elif compute.bf16:
         _autocast_bf16(model)
     return model
+
+
+def disable_dropout(model) -> None:
+    """Every dropout of the policy set to 0, as TRL's `disable_dropout_in_model`: the update runs
+    in train mode, so with dropout (compute.lora.dropout, or a model config's attention/hidden
+    dropout) the old and the new log-probs of one sequence would differ before any update
+    (ratios != 1, spurious clipping, a mismatch against the sampler that is not there). The
+    nn.Dropout modules (peft's lora_dropout among them) get p = 0, and float `*dropout` attributes
+    that attention modules read in train mode (Llama, Qwen2, Gemma: `attention_dropout`) 0.0;
+    the model's config is left as it is, so a saved checkpoint keeps its own settings."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        for name, value in list(vars(module).items()):
+            if name.endswith("dropout") and isinstance(value, float):
+                setattr(module, name, 0.0)
 
 
 def prepare_frozen(model, compute: ComputeConfig | None):
