@@ -710,3 +710,22 @@ def test_an_interpreter_in_a_venv_under_tmp_runs_inside(backend):
     assert prefix == venv
     # The program starts its own interpreter (sys.executable) inside the sandbox: the venv is there.
     assert (status, printed, isolation) == ("ok", venv, backend)
+
+
+def test_read_regular_refuses_links_fifos_devices_and_big_files(tmp_path):
+    from corl.sandbox.hostfs import read_regular
+
+    (tmp_path / "record").write_bytes(b"{}")
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    secret = tmp_path / "secret"
+    secret.write_text("root-only")
+    os.chmod(secret, 0o600)
+    os.symlink(secret, tmp_path / "to-secret")
+    os.symlink("/dev/zero", tmp_path / "to-zero")
+    os.mkfifo(tmp_path / "fifo")  # opening it for reading would block without O_NONBLOCK
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        read = {name: read_regular(fd, name, 100) for name in ("record", "big", "to-secret", "to-zero", "fifo", "missing")}
+    finally:
+        os.close(fd)
+    assert read == {"record": b"{}", "big": None, "to-secret": None, "to-zero": None, "fifo": None, "missing": None}
