@@ -1,11 +1,12 @@
-"""The datasets' own solutions through the code test harness: HumanEval 164/164, MBPP 500/500, and what the harness costs.
+"""The datasets' own solutions through the code judge: HumanEval 164/164, MBPP 500/500, and what judging costs.
 
     .venv/bin/python benchmarks/code_reference.py [--data ../shared/data] [--wall 60] [--workers 2]
 
 Every canonical HumanEval solution and every MBPP test reference program runs through
-`corl.code_eval.evaluate` (the harness of corl.tasks.code_harness, as `corl eval --task
-code` grades), then, in the same run, the same programs as a bare script (solution, then
-tests, in one namespace: the pre-harness way) for the time ratio. The wall limit is raised
+`corl.code_eval.evaluate`'s path (the program sandboxed, the tests in the judge process of
+corl.tasks.code_judge, as `corl eval --task code` grades), then, in the same run, the same
+programs as a bare sandboxed script (solution, then tests, in one namespace and one
+process: no judge) for the time ratio. The wall limit is raised
 from the graders' 15 s so that a loaded machine does not turn MBPP's slowest reference
 (task 123, ~5 s idle) into a timeout; the pass counts are the point, timings are noisy.
 """
@@ -23,7 +24,7 @@ from corl.tasks.code_exec import run_tests
 
 
 def harness_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[int, list, float]:
-    """(passed, failed records, seconds) of the references through the harness."""
+    """(passed, failed records, seconds) of the references through the judge."""
     suffix = "\n[DONE]" if style == "mbpp" else ""
     programs = [program_for(r, reference_solution(r) + suffix, style) for r in rows]
     start = time.perf_counter()
@@ -36,7 +37,7 @@ def harness_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[i
 
 
 def bare_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[int, float]:
-    """(programs that exited 0, seconds): solution and tests exec'd in one namespace, no harness."""
+    """(programs that exited 0, seconds): solution and tests exec'd in one namespace, no judge."""
     suffix = "\n[DONE]" if style == "mbpp" else ""
     sources = []
     for r in rows:
@@ -64,8 +65,8 @@ def main() -> None:
             passed, failed, harness_s = harness_pass(rows, style, pool, limits)
             bare_ok, bare_s = bare_pass(rows, style, pool, limits)
             print(
-                f"{name}: harness {passed}/{len(rows)} in {harness_s:.1f} s; bare {bare_ok}/{len(rows)} in {bare_s:.1f} s; "
-                f"harness/bare time x{harness_s / bare_s:.2f}"
+                f"{name}: judged {passed}/{len(rows)} in {harness_s:.1f} s; bare {bare_ok}/{len(rows)} in {bare_s:.1f} s; "
+                f"judged/bare time x{harness_s / bare_s:.2f}"
             )
             for f in failed:
                 print("  failed:", f)

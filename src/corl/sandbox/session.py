@@ -31,6 +31,7 @@ from corl.sandbox.runner import _group, _preexec, _stop, read_record
 from corl.sandbox.view import WORK
 
 log = logging.getLogger(__name__)
+STOPPED = "stopped by the caller"  # Result.error_message of a program still running at close(): its status is our kill
 
 
 class Session:
@@ -104,7 +105,7 @@ class Session:
             oom_kills = self._group.oom_kills() if self._group is not None else 0
             status, kind, message = classify(self.proc.returncode, read_record(self._record_r), None, oom_kills)
             wall = time.monotonic() - self.start
-            message = "stopped by the caller" if stopped else message
+            message = STOPPED if stopped else message
             return Result(status, self.proc.returncode, "", "", wall, kind, message, False, self.iso.backend)
         finally:
             self._cleanup()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corl.sandbox import Limits, Result, SandboxPool, Status, close_default_pool, default_pool
-from corl.sandbox.session import Session
+from corl.sandbox.session import STOPPED, Session
 from corl.tasks import code_stub
 from corl.tasks.code import entry_point, hidden_tests, public_inputs, solution_program, trusted_prompt
 
@@ -136,7 +136,7 @@ def test_outcome(verdict: Mapping, result: Result) -> TestRun:
     status, error = verdict.get("status", "judge"), verdict.get("error")
     if status == "ok":
         return TestRun(True, "ok", None, result.wall_s)
-    if status == "exit" and result.status in _ENDED:
+    if status == "exit" and result.status in _ENDED and result.error_message != STOPPED:
         status = _ENDED[result.status]
         error = f"{error} ({': '.join(str(x) for x in (result.error_kind, result.error_message) if x)})"
     return TestRun(False, status, error, result.wall_s)
