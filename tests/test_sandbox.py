@@ -729,3 +729,9 @@ def test_read_regular_refuses_links_fifos_devices_and_big_files(tmp_path):
     finally:
         os.close(fd)
     assert read == {"record": b"{}", "big": None, "to-secret": None, "to-zero": None, "fifo": None, "missing": None}
+
+
+def test_a_disk_bound_of_zero_is_refused_not_unbounded():
+    # tmpfs reads size=0 as "no limit": the bound must never silently vanish.
+    with pytest.raises(ValueError, match="disk_mb"):
+        Limits(disk_mb=0)

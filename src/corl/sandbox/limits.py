@@ -22,6 +22,10 @@ class Limits:
     nproc: int = 32  # RLIMIT_NPROC: processes + threads of the sandbox's uid (fork bombs); pids.max in a cgroup
     stack_mb: int = 64  # RLIMIT_STACK: deep recursion ends in a crash, not in the host's memory
 
+    def __post_init__(self) -> None:
+        if not (isinstance(self.disk_mb, int) and self.disk_mb >= 1):  # a tmpfs of size 0 would have no bound at all
+            raise ValueError(f"Limits.disk_mb must be a whole number of MiB >= 1, not {self.disk_mb!r}")
+
 
 def rlimits(limits: Limits, nproc_base: int = 0) -> list[tuple[int, int, int]]:
     """(resource, soft, hard) for every rlimit the program runs under."""
