@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import torch
 from conftest import tiny_config
 from corl.checkpoint import CheckpointError
 from corl.config import ConfigError, validate_config
+from corl.tracking import MetricsLog
 from corl.trainer import CohortTrainer
 
 BASE = {"agents": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}], "data": {"train": "x.jsonl"}}
@@ -126,6 +128,23 @@ def test_a_full_disk_during_a_checkpoint_leaves_no_half_written_folder(tmp_path,
         trainer.train(on_step=fill)
     assert not list((disk / "run" / "checkpoints").glob(".tmp_step_*"))
     assert not list((disk / "run" / "checkpoints").glob("step_*"))
+
+
+def test_a_failure_inside_the_resume_rewrite_of_metrics_keeps_every_row(tmp_path):
+    # the resume's rewrite of metrics.jsonl stopped half-way (here a file-size limit, as a kill or a full
+    # disk would): the old rows stay whole, never a truncated file that a later resume would call done
+    rows = "".join(json.dumps({"step": s, "kind": "train", "pad": "x" * 100}) + "\n" for s in range(1, 11))
+    (tmp_path / "metrics.jsonl").write_text(rows)
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300)); from corl.tracking import MetricsLog; "
+        "MetricsLog(sys.argv[1], tensorboard=False, resume_step=6)"
+    )
+    failed = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+    assert failed.returncode != 0 and "File too large" in failed.stderr, failed.stderr
+    assert (tmp_path / "metrics.jsonl").read_text() == rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # no temporary file left
+    MetricsLog(tmp_path, tensorboard=False, resume_step=6).close()
+    assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5]
 
 
 # -- a completion cut at the budget --------------------------------------------------------------------

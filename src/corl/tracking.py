@@ -3,8 +3,10 @@ Weights & Biases (`corl.tracking_wandb`) that receive every row as it is written
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 from pathlib import Path
 
 
@@ -26,7 +28,7 @@ class MetricsLog:
             kept = [
                 line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) < resume_step
             ]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            replace_file(self.path, "".join(line + "\n" for line in kept))
         self._file = self.path.open("a", encoding="utf-8")
         self._tb = None
         if tensorboard:
@@ -52,6 +54,26 @@ class MetricsLog:
             self._tb.close()
         for mirror in self.mirrors:
             mirror.close()
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: a new file, flushed to disk, renamed over the old one (a kill
+    at any moment leaves the old rows or the new ones, never a truncated file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # the rename itself, on disk (not possible on every platform)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _clean(value):
