@@ -38,7 +38,7 @@ register_reward(RewardSpec("agreement_probe", "agreement, recorded by tests/test
 
 
 def toy_rows() -> list[dict]:
-    """MBPP-shaped rows: 'add d' asks for f(x) = x + d; hidden tests and public calls f(1), f(5)."""
+    """MBPP-shaped rows: 'add d' asks for f(x) = x + d; hidden tests f(1), f(5), public calls their mutants then them."""
     rows = []
     for i, (word, d) in enumerate((w, d) for w in ("add", "plus") for d in range(4)):
         rows.append(
@@ -136,7 +136,7 @@ def test_co_rl_on_code_rewards_agreement_with_the_peer_majority_behaviour(tmp_pa
                 assert r == float(label is not None and k == label), (k, label, r)
                 rewarded += r == 1.0
                 if k is not None:
-                    assert [tag for tag, _ in json.loads(k)] == ["ok", "ok"]  # f(1), f(5) ran
+                    assert {tag for tag, _ in json.loads(k)} == {"ok"}  # f(1), f(5) and their mutants ran
     assert rewarded > 0
 
 
