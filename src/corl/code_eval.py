@@ -136,7 +136,7 @@ class SampleRecord:
     task_id: str
     sample: int
     passed: bool
-    status: str  # ok, error, memory, exit (ended before its verdict), timeout, output_limit, killed, or no_code
+    status: str  # ok, error, timeout, exit, malformed, memory, killed, output_limit, judge (corl.tasks.code_judge), or no_code
     wall_s: float
     error: str | None
 

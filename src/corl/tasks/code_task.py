@@ -12,8 +12,10 @@ computed fields reach `Problem.inputs`:
 
 - `code_entry_point`: the function the tests call (for MBPP found through the reference
   solution, of which only the name is kept);
-- `code_public_inputs`: the *calls* of MBPP's asserts, or the calls in HumanEval's
-  docstring examples, never the expected values of the asserts;
+- `code_public_inputs`: calls derived from the *calls* of MBPP's asserts or of HumanEval's
+  docstring examples by type-preserving mutation (answers the prompt does not show, so a
+  program parroting the shown answers does not share the solution's key), followed by
+  those calls; never the expected values of the asserts (corl.tasks.code_inputs);
 - `code_prefix`: HumanEval's prompt (signature, imports, helpers a completion relies on);
   empty for MBPP;
 - `code_setup`: MBPP's test setup code (imports the calls need).
