@@ -282,6 +282,68 @@ HEDGES = [
     r"\boxed{7=8}",
     r"\boxed{x}",  # a free symbol, equal to nothing
     r"\boxed{}",
+    # two values joined by a relation or a connective, a negation, a strike-out (issue 41)
+    r"\boxed{7 \approx 8}",
+    r"\boxed{\neg 7}",
+    r"\boxed{\lnot 7}",
+    r"\boxed{\sim 7}",
+    r"\boxed{7 \vee 8}",
+    r"\boxed{7 \lor 8}",
+    r"\boxed{7 \mid 8}",
+    r"\boxed{7 \\ 8}",
+    r"\boxed{\begin{cases}7\\8\end{cases}}",
+    r"\boxed{7 \& 8}",
+    r"\boxed{7 & 8}",
+    r"\boxed{7 \land 8}",
+    r"\boxed{7 \wedge 8}",
+    r"\boxed{7 \to 8}",
+    r"\boxed{7 \Rightarrow 8}",
+    r"\boxed{7 \implies 8}",
+    r"\boxed{7 \iff 8}",
+    r"\boxed{7 \leftrightarrow 8}",
+    r"\boxed{7 \mapsto 8}",
+    r"\boxed{7 \sim 8}",
+    r"\boxed{7 \simeq 8}",
+    r"\boxed{7 \cong 8}",
+    r"\boxed{7 \equiv 8}",
+    r"\boxed{7 \equiv 8 \pmod{9}}",
+    r"\boxed{7 \ne 8}",
+    r"\boxed{7 \neq 8}",
+    r"\boxed{7 \leq 8}",
+    r"\boxed{7 \geq 8}",
+    r"\boxed{7 < 8}",
+    r"\boxed{7 > 8}",
+    r"\boxed{7 \lessgtr 8}",
+    r"\boxed{7 \ll 8}",
+    r"\boxed{7 \propto 8}",
+    r"\boxed{7 \approxeq 8}",
+    r"\boxed{7 \doteq 8}",
+    r"\boxed{7 | 8}",
+    r"\boxed{7 \vert 8}",
+    r"\boxed{7 \parallel 8}",
+    r"\boxed{7 \perp 8}",
+    r"\boxed{7 \oplus 8}",
+    r"\boxed{7 \cap 8}",
+    r"\boxed{7 \setminus 8}",
+    r"\boxed{7 \cup 8}",
+    r"\boxed{7 \in 8}",
+    r"\boxed{7 := 8}",
+    r"\boxed{7 \coloneqq 8}",
+    r"\boxed{7 \vee}",
+    r"\boxed{\vee 7}",
+    r"\boxed{7 \vee 8 \vee 9}",
+    r"\boxed{\{7\} \vee \{8\}}",
+    r"\boxed{7 \text{ and } 8}",
+    r"\boxed{7 \text{or} 8}",
+    r"\boxed{\text{7 \lor 8}}",
+    r"\boxed{7 \dots 8}",
+    r"\boxed{7 \cdot\cdot 8}",
+    r"\boxed{\substack{7\\8}}",
+    r"\boxed{\cancel{7} 8}",
+    r"\boxed{\not{7} 8}",
+    r"\boxed{7 \text{ (approx. } 8)}",
+    r"\boxed{8 \approx 7}",
+    r"\boxed{7.4 \approx 8}",
 ]
 
 
@@ -292,5 +354,53 @@ def test_a_hedged_answer_earns_nothing_from_gold_or_a_peers_label(completion):
     from corl.answers import answer_key, extract_answer, is_equivalent
 
     answer = extract_answer(completion)
-    assert answer is None or not is_equivalent(answer, "7")
-    assert answer is None or answer_key(answer) != answer_key("7")
+    for gold in ("7", "8"):  # neither side of a hedge earns
+        assert answer is None or not is_equivalent(answer, gold)
+        assert answer is None or answer_key(answer) != answer_key(gold)
+
+
+@pytest.mark.parametrize(
+    "pred, gold",
+    [
+        ("\\frac{20}{3} \\approx 6.67", "\\frac{20}{3}"),  # one value at two precisions: both readings stand
+        ("\\frac{20}{3} \\approx 6.67", "6.67"),
+        ("x \\approx 3.16", "3.16"),
+        ("7.4 \\approx 7", "7.4"),  # a finite decimal is its own value; its rounding is not a second answer
+        ("x = 7 \\lor x = 8", "7, 8"),  # alternatives joined by a connective: a list of solutions
+        ("7 \\vee 8", "\\{7, 8\\}"),
+        ("\\begin{cases}7\\\\8\\end{cases}", "7, 8"),
+        ("x > 3", "(3, \\infty)"),  # a relation with a variable is an answer
+        ("x = 7", "7"),
+        ("1 + 0.5 = 1.5", "1.5"),  # a computation answers its result
+        ("x := 5", "5"),
+    ],
+)
+def test_legitimate_relations_and_connectives_still_earn(pred, gold):
+    assert is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize(
+    "pred, gold",
+    [("7.4 \\approx 7", "7"), ("7 \\vee 8", "8"), ("\\frac{20}{3} \\approx 6.5", "6.5"), ("7 = 8", "8"), ("7 := 8", "8")],
+)
+def test_a_hedge_that_looks_like_an_approximation_or_a_chain_does_not_earn(pred, gold):
+    assert not is_equivalent(pred, gold)
+
+
+def test_an_approximate_hedge_earns_less_than_the_honest_majority_under_vote_share():
+    """Issue 41: against a teacher vote 7 x4 / 8 x3 / 3 x1, "7 \\approx 8" earned 7/8 (either side
+    accepted) while the honest "7" earned 4/8."""
+    from corl.answers import extract_answer
+    from corl.labels.vote import majority_vote
+    from corl.rewards.registry import RewardInputs
+    from corl.rewards.vote_share import vote_share_rewards
+
+    teacher = ["7"] * 4 + ["8"] * 3 + ["3"]
+    label = majority_vote([answer_key(a) for a in teacher], teacher)
+    completions = [r"\boxed{7 \approx 8}", r"\boxed{7}", r"\boxed{7 \vee 8}", r"\boxed{\neg 7}"]
+    answers = [extract_answer(c) for c in completions]
+    inputs = RewardInputs(completions, [answers], [[answer_key(a) for a in answers]], [label], [], is_equivalent, len(answers))
+    hedge, honest, vee, neg = vote_share_rewards(inputs)[0].tolist()
+    assert honest == 0.5  # 4 of the teacher's 8 samples say 7
+    assert hedge < honest and vee < honest and neg < honest
+    assert hedge == vee == neg == 0.0

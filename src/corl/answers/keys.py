@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 
+from corl.answers.hedges import false_chain
 from corl.answers.normalize import blank, clean
 from corl.answers.numbers import Number, number
 from corl.answers.structure import Struct, element_structure, structure
@@ -69,6 +70,9 @@ def element_key(s: str) -> str:
 def analyze(answer: str) -> tuple[str, Struct, str]:
     """(cleaned answer, its structure, its key)."""
     cleaned = clean(answer)
+    raw = clean(answer, False) if "=" in answer else cleaned
+    if raw != cleaned and false_chain(raw):  # "7 = 8" keys as itself, never as 8 (see hedges)
+        cleaned = raw
     st = structure(cleaned)
     return cleaned, st, struct_key(st)
 

@@ -145,6 +145,29 @@ _PLAIN_FUNC = re.compile(r"(?<![\\A-Za-z])(sqrt|sin|cos|tan|cot|sec|csc|arcsin|a
 _PLAIN_PI = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 
 
+# a connective that lists alternatives, as "or" does
+_LISTING = re.compile(r"\s*(?:\\(?:lor|vee|land|wedge)(?![a-zA-Z])|\\&)\s*")
+_LINE_BREAK = re.compile(r"\s*(?:\\\\|(?<!\\)&|\\newline(?![a-zA-Z])|\\cr(?![a-zA-Z]))\s*")
+_CASES = re.compile(r"^\\begin\{cases\}(.*)\\end\{cases\}$", re.S)
+
+
+def connectives_as_separators(s: str) -> str:
+    """``7 \\lor 8``, ``7 \\\\ 8``, ``\\begin{cases}7\\\\8\\end{cases}`` -> ``7 or 8``: a list of answers.
+
+    Left alone: a matrix or array (its ``&`` and ``\\\\`` are cells and rows) and a ``cases``
+    block with conditions (a piecewise function, compared by its spelling only)."""
+    m = _CASES.match(s.strip())
+    if m and "&" not in m.group(1).replace("\\&", ""):
+        s = m.group(1)
+    ends = _LISTING.match(s.strip()), _LISTING.search(s.strip())
+    if ends[0] or (ends[1] and ends[1].end() == len(s.strip())):
+        return s  # "7 \\vee", "\\vee 7": a connective with a side missing is a hedge, not a list
+    s = _LISTING.sub(" or ", s)
+    if "\\begin" not in s:
+        s = _LINE_BREAK.sub(" or ", s)
+    return s
+
+
 def unbox(s: str) -> str:
     """Every \\boxed{x} / \\fbox{x} replaced by x: a box is emphasis, not math."""
     while True:
@@ -221,6 +244,7 @@ def clean(s: str, strip_var: bool = True) -> str:
         # sympy would read its letters as symbols and call different words equal
         return "\\text{" + " ".join(m.group(1).split()) + "}"
     s = " ".join(_TEXT_WRAP.sub(lambda m: m.group(1), s).split())
+    s = connectives_as_separators(s)  # "7 \\lor 8" is "7 or 8" (see hedges)
     s = _SEPARATORS.sub(", ", s).strip(", ").replace(_SEP, " ")
     if strip_var:
         s = value_part(s)

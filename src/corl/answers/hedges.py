@@ -1,0 +1,176 @@
+"""Hedges: two values joined by a relation or a connective are no answer, and equal nothing.
+
+A policy that cannot solve a problem may write both candidates and let the grader pick:
+``7 \\approx 8``, ``7 \\to 8``, ``7 \\mid 8``, ``7 < 8``, ``\\neg 7``, ``\\cancel{7} 8``.
+math-verify reads most of these as one of their sides (``7 \\vee 8`` is 8, ``\\neg 7`` is 7),
+so each would earn against one gold or the other, and under `vote_share` against both at
+once. Here:
+
+* a connective that lists alternatives (``\\lor``, ``\\vee``, ``\\land``, ``\\wedge``, ``\\&``,
+  a bare ``&`` or a line break ``\\\\`` outside an environment, a ``cases`` block without
+  conditions) is read as a separator, like "or" and ";": the answer is a list of solutions,
+  which equals a list with the same elements and never one of them (`normalize.connectives_as_separators`);
+* a scalar that holds a logical, arrow, divisibility, strike-out or negation token anywhere
+  at its top level, or an order / similarity relation between two constants (``7 < 8``,
+  ``7 \\equiv 8``, ``7 \\ne 8``), or a relation with an empty side (``\\sim 7``, ``7 <``), is a
+  hedge (`is_hedge`): only an identical spelling (its vote key) equals it;
+* ``A \\approx B`` is one answer at two precisions only when B is A rounded at B's own places
+  (``\\frac{20}{3} \\approx 6.67``): then both readings stand; otherwise (``7 \\approx 8``) it
+  is a hedge (`approximation_readings`);
+* a chain of constants ``a = b`` whose members differ (``7 = 8``) is a hedge (`false_chain`);
+  ``1 + 0.5 = 1.5`` is a computation and answers 1.5.
+
+Relations with a variable stay answers: ``x > 3`` is an interval, ``y = 2x + 1`` an equation,
+``x \\equiv 3 \\pmod 7`` a residue, ``\\mathbb{R} \\setminus \\{0\\}`` a set.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from fractions import Fraction
+
+from corl.answers.conventions import has_variable, is_name
+from corl.answers.normalize import split_top
+from corl.answers.numbers import number
+
+# tokens that never belong to a value: logic, arrows, divisibility, geometry relations, strike-outs
+_ALWAYS = (
+    r"neg|lnot|not|cancel|bcancel|xcancel|sout|st|to|rightarrow|longrightarrow|Rightarrow|Longrightarrow|implies|"
+    r"impliedby|Leftarrow|Longleftarrow|leftarrow|longleftarrow|gets|iff|Leftrightarrow|Longleftrightarrow|"
+    r"leftrightarrow|longleftrightarrow|mapsto|mid|nmid|divides|parallel|perp|oplus|otimes|vdash|models|therefore|"
+    r"because|xor|veebar|barwedge|lor|vee|land|wedge|cr|newline|dots|ldots|cdots|vdots|ddots|substack|atop"
+)
+# words of a hedge inside a formula ("7 (approx. 8)", "7 or maybe 8")
+_WORDS = r"approx|approximately|about|around|roughly|nearly|circa|maybe|perhaps|possibly|probably|either|neither|nor|xor|not|else|otherwise|except|but|if|then|iff|implies"
+_ALWAYS_TOKEN = re.compile(
+    r"\\(?:" + _ALWAYS + r")(?![a-zA-Z])|\\begin\{cases\}|\\cdot\s*\\cdot|(?<![\\A-Za-z])(?:" + _WORDS + r")(?![A-Za-z])"
+)
+# relations that join two values: a hedge between constants, a condition or an equation with a variable
+_BETWEEN = (
+    r"le|ge|leq|geq|lt|gt|leqslant|geqslant|ne|neq|equiv|sim|simeq|cong|approxeq|doteq|propto|ll|gg|lessgtr|"
+    r"gtrless|nless|ngtr|nleq|ngeq|triangleq|coloneqq|eqqcolon|cap|setminus|in|notin|ni|subset|subseteq|supset|"
+    r"supseteq|prec|succ|preceq|succeq|asymp|bowtie"
+)
+_BETWEEN_TOKEN = re.compile(r"\\(?:" + _BETWEEN + r")(?![a-zA-Z])|<|>")
+_BARE_BAR = re.compile(r"(?<!\\)\||\\vert(?![a-zA-Z])")
+_APPROX = re.compile(r"\\approx(?![a-zA-Z])")
+
+
+def _sides(s: str, token: re.Pattern) -> list[str]:
+    """s split at every top-level match of token."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        c = s[i]
+        if depth == 0:
+            m = token.match(s, i)
+            if m and m.end() > i:
+                parts.append(s[start:i])
+                start = i = m.end()
+                continue
+        if c == "\\" and i + 1 < len(s) and not s[i + 1].isalpha():
+            c = s[i + 1] if s[i + 1] in "{}" else "\0"
+            i += 1
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        i += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def is_hedge(s: str) -> bool:
+    """s (a cleaned scalar) joins values by a relation or a connective, or negates / strikes one out."""
+    if _ALWAYS_TOKEN.search(s):
+        return True
+    if len(_BARE_BAR.findall(s)) % 2:  # "7 | 8"; |x| is a pair
+        return True
+    sides = _sides(s, _BETWEEN_TOKEN)
+    if len(sides) < 2:
+        return False
+    if not all(sides):
+        return True  # "\sim 7", "7 <": a relation with a side missing
+    return sum(not has_variable(x) for x in sides) >= 2
+
+
+def _value(s: str):
+    """The value of a constant (an mpmath number), or None when the fast reader cannot tell."""
+    from corl.answers.reader import formula
+
+    f = formula(s)
+    if f is None or f[1] or f[2]:
+        return None
+    try:
+        v = f[0]({})
+    except (ArithmeticError, ValueError, TypeError):
+        return None
+    return v if abs(v.imag) == 0 else None
+
+
+def _places_slack(s: str, integers_round: bool) -> Fraction:
+    """Half a unit in the last place of a literal (0 for an exact form or, unless integers_round, an integer)."""
+    n = number(s.replace(" ", ""))
+    if n is None:
+        return Fraction(0)
+    if n.places is None:
+        return Fraction(1, 2) if integers_round and n.value.denominator == 1 else Fraction(0)
+    return Fraction(1, 2 * 10**n.places)
+
+
+def _agree(exact: str, other: str, integers_round: bool) -> bool | None:
+    """other is exact (or exact rounded at other's own places); None when either has no known value."""
+    a, b = _value(exact), _value(other)
+    if a is None or b is None:
+        return None
+    slack = max(_places_slack(other, integers_round), _places_slack(exact, integers_round))
+    tol = float(slack) * (1 + 1e-9) + 1e-25 * max(1.0, float(abs(a.real)))
+    return float(abs(a.real - b.real)) <= tol
+
+
+def _terminating(s: str) -> bool:
+    """s is a number literal whose exact value is a finite decimal (7, 7.4, \\frac{15}{2})."""
+    n = number(s.replace(" ", ""))
+    if n is None:
+        return False
+    d = n.value.denominator
+    while d % 2 == 0:
+        d //= 2
+    while d % 5 == 0:
+        d //= 5
+    return d == 1
+
+
+def approximation_readings(s: str) -> list[str] | None:
+    """The readings of ``A \\approx B``: [A, B] when B is A rounded at B's places and A is an exact
+    form; [A] when A is itself a finite decimal (``7.4 \\approx 7`` is 7.4) or its value is unknown
+    to the fast reader; None for a hedge (``7 \\approx 8``, a side missing). [s] without ``\\approx``."""
+    parts = _sides(s, _APPROX)
+    if len(parts) < 2:
+        return [s]
+    if parts[0] and len(parts) > 2 and is_name(parts[0]):
+        parts = parts[1:]  # "x \approx 3.16"
+    elif len(parts) == 2 and parts[0] and is_name(parts[0]):
+        return [parts[1]] if parts[1] else None
+    if not all(parts):
+        return None
+    exact, rest = parts[0], parts[1:]
+    verdicts = [_agree(exact, x, integers_round=True) for x in rest]
+    if any(v is False for v in verdicts):
+        return None
+    if any(v is None for v in verdicts) or _terminating(exact):
+        return [exact]
+    return [exact, *rest]
+
+
+def false_chain(s: str) -> bool:
+    """``7 = 8``: a chain whose constant members (after a leading name) disagree."""
+    sides = split_top(s, "=")
+    if len(sides) < 2 or not all(sides) or any(x[-1:] in "<>!" for x in sides[:-1]):
+        return False
+    sides = [x[:-1].strip() if x.endswith(":") else x for x in sides]  # "7 := 8"
+    if is_name(sides[0]):
+        sides = sides[1:]
+    consts = [x for x in sides if not has_variable(x)]
+    return any(_agree(a, b, integers_round=False) is False for a, b in zip(consts, consts[1:]))
