@@ -1027,7 +1027,7 @@ def run_dev(args) -> None:
     answers.POOL.check = check
 
     sample = random.Random(args.seed).sample(pairs, min(args.mv_sample, len(pairs)))
-    answers.equivalence._equivalent_cached.cache_clear()  # the sample was asked above: time it afresh
+    answers.equivalence._verdict_cached.cache_clear()  # the sample was asked above: time it afresh
     mv = score([(p, g, lab) for _, p, g, lab in sample], is_equivalent, mv_equivalent)
     key_times = [timed(answer_key, pred + " ")[1] for _, pred, _g, _l in pairs[:3000]]  # a fresh string: no cache
     ext = [(name, text, expected, *timed(extract_answer, text)) for name, text, expected in cases]

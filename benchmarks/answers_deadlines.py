@@ -1,31 +1,35 @@
-"""How long corl.answers takes on hostile inputs, and whether every call kept its deadline.
+"""How long corl.answers takes on hostile inputs, and whether its verdicts hold on a loaded machine.
 
 Usage:
-    python benchmarks/answers_deadlines.py            # the tests' 10,000 fuzz inputs
-    python benchmarks/answers_deadlines.py --fuzz 2000 --draws 30
+    python benchmarks/answers_deadlines.py            # the tests' 10,000 fuzz inputs, 4 busy processes
+    python benchmarks/answers_deadlines.py --fuzz 2000 --busy 8 --load-pairs 300
 
 The timing half of tests/test_answers_properties.py and tests/test_answers.py (the tests
 assert what the calls answer; how fast belongs here, where a loaded machine makes numbers
 noisy rather than a test red). On the same inputs as the tests:
 
 1. baseline: `answer_key` of a plain integer (the cheapest path), seconds per call;
-2. fuzz: per input, extraction (both modes), key and a check against the previous input
-   with a 0.3 s deadline: mean, p99 and worst per input, the total, and the mean as a
-   multiple of the baseline;
-3. deadlines: random pairs checked with a 0.2 s deadline: the worst time past it;
-4. a hung worker (a task that sleeps an hour, 0.3 s deadline): when the pool ended it, on an
-   idle pool and right after the fuzz (tasks its timed-out checks left queued come first);
+2. fuzz: per input, extraction (both modes), key and a verdict against the previous input
+   under the default guard: mean, p99 and worst per input, the total, the mean as a multiple
+   of the baseline, and how many verdicts were unknown (the guard passed);
+3. load: the costliest checks the tests know (`SLOW_CHECKS`, heavier symbolic identities, and the
+   first `--load-pairs` fuzz pairs) asked on this machine as it is, then again (caches cleared)
+   with `--busy` CPU-bound processes running: the unknown rate of each, the loaded time as a
+   multiple of the idle one, and how many verdicts differ (issue 41: a verdict must be a function
+   of its inputs; it must be 0);
+4. a hung worker (a task that sleeps an hour, 0.3 s pool timeout): when the pool ended it, on
+   an idle pool and right after the fuzz;
 5. the pathological inputs of tests/test_answers.py: seconds each, and x baseline.
 
-Ratios are against the baseline measured in the same run: compare those across machines.
+Ratios are against figures measured in the same run: compare those across machines.
 Prints figures; not a test.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
+import subprocess
 import sys
 import time
 from concurrent.futures import wait
@@ -33,9 +37,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' inputs, exactly
 
-from corl.answers import POOL, answer_key, extract_answer, is_equivalent  # noqa: E402
+from corl.answers import POOL, answer_key, extract_answer, is_equivalent, verdict  # noqa: E402
+from corl.answers.equivalence import _verdict_cached  # noqa: E402
 from test_answers import PATHOLOGICAL  # noqa: E402
-from test_answers_properties import _fuzz_input, fuzz_inputs  # noqa: E402
+from test_answers_properties import SLOW_CHECKS, fuzz_inputs  # noqa: E402
+
+# symbolic identities that cost sympy the most calls in a fresh worker (~0.2-0.9 M: see symbolic)
+HEAVY = [
+    ("\\log_3 (x^3+3x^2+3x+1)", "3\\log_3(x+1)"),
+    ("\\binom{x+2}{4}", "\\frac{(x+2)(x+1)x(x-1)}{24}"),
+    ("\\sum_{k=1}^{n} k^2", "\\frac{n(n+1)(2n+1)}{6}"),
+    ("\\sum_{k=1}^{n} k^3", "\\frac{n^2(n+1)^2}{4}"),
+    ("\\log_{2}(8^{x}) + \\log_{3}(9^{x})", "5x"),
+    ("\\int_0^{\\pi} \\sin^4 x dx", "\\frac{3\\pi}{8}"),
+]
 
 
 def baseline_per_call(n: int = 5000) -> float:
@@ -46,36 +61,44 @@ def baseline_per_call(n: int = 5000) -> float:
     return (time.perf_counter() - start) / n
 
 
-def fuzz(texts: list[str]) -> list[float]:
-    """Seconds per fuzz input: what tests/test_answers_properties.py's fuzz asks of each."""
-    out = []
+def fuzz(texts: list[str]) -> tuple[list[float], int]:
+    """(seconds per fuzz input, unknown verdicts): what tests/test_answers_properties.py's fuzz asks of each."""
+    out, unknown = [], 0
     for i, text in enumerate(texts):
         t = time.perf_counter()
         extract_answer(text, mode="strict")
         extract_answer(text, mode="flexible")
         answer_key(text)
-        is_equivalent(text, texts[i - 1], timeout=0.3)
+        unknown += verdict(text, texts[i - 1]) is None
         out.append(time.perf_counter() - t)
-    return out
+    return out, unknown
 
 
-def worst_overshoot(draws: int, deadline: float = 0.2) -> float:
-    """The longest time a check with `deadline` ran past it, over random pairs (<= 0: kept)."""
-    rng = random.Random(1)
-    worst = -deadline
-    for _ in range(draws):
-        a, b = _fuzz_input(rng), _fuzz_input(rng)
-        t = time.perf_counter()
-        is_equivalent(a, b, timeout=deadline)
-        worst = max(worst, time.perf_counter() - t - deadline)
-    return worst
+def ask(pairs: list[tuple[str, str]]) -> tuple[list, float]:
+    """(verdicts, seconds) of pairs asked afresh (the parent's verdict cache cleared)."""
+    _verdict_cached.cache_clear()
+    start = time.perf_counter()
+    got = [verdict(p, g) for p, g in pairs]
+    return got, time.perf_counter() - start
 
 
-def hung_worker_ended_after(deadline: float = 0.3) -> float:
+def under_load(pairs: list[tuple[str, str]], busy: int) -> tuple[list, float]:
+    """`ask` while `busy` CPU-bound processes run."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        return ask(pairs)
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+def hung_worker_ended_after(timeout: float = 0.3) -> float:
     """Seconds until the pool ended a task that sleeps an hour (queued tasks ahead of it count)."""
     pool = POOL._ready_pool()
     start = time.perf_counter()
-    future = pool.schedule(time.sleep, (3600,), timeout=deadline)
+    future = pool.schedule(time.sleep, (3600,), timeout=timeout)
     wait([future], timeout=600)
     took = time.perf_counter() - start
     is_equivalent("\\log_{2} 16", "4", timeout=120)  # a replacement is up before anything exits
@@ -85,13 +108,15 @@ def hung_worker_ended_after(deadline: float = 0.3) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fuzz", type=int, default=10_000, help="fuzz inputs (the test's 10,000)")
-    parser.add_argument("--draws", type=int, default=60, help="random pairs for the deadline check")
+    parser.add_argument("--busy", type=int, default=4, help="CPU-bound processes started for the load part")
+    parser.add_argument("--load-pairs", type=int, default=500, help="fuzz pairs asked idle and under load")
     args = parser.parse_args()
 
     is_equivalent("\\log_{2} 8", "3")  # the pool's one-time start is no call's cost
     base = baseline_per_call()
     hung_fresh = hung_worker_ended_after()
-    times = fuzz(fuzz_inputs(args.fuzz))
+    texts = fuzz_inputs(args.fuzz)
+    times, fuzz_unknown = fuzz(texts)
     p99 = statistics.quantiles(times, n=100)[98] if len(times) >= 100 else max(times)
     print(f"baseline: answer_key of a plain integer, {1e6 * base:.1f} us a call")
     print()
@@ -100,11 +125,21 @@ def main() -> None:
     mean = statistics.fmean(times)
     print(f"| fuzz: mean per input ({len(times)} inputs) | {1e3 * mean:.2f} ms | {mean / base:.0f} |")
     print(f"| fuzz: p99 per input | {1e3 * p99:.2f} ms | {p99 / base:.0f} |")
-    print(f"| fuzz: worst per input (deadline 0.3 s) | {max(times):.3f} s | {max(times) / base:.0f} |")
+    print(f"| fuzz: worst per input | {max(times):.3f} s | {max(times) / base:.0f} |")
     print(f"| fuzz: total | {sum(times):.1f} s | |")
-    print(f"| deadline 0.2 s: worst time past it ({args.draws} pairs) | {worst_overshoot(args.draws):+.3f} s | |")
-    print(f"| hung worker (deadline 0.3 s), idle pool: ended after | {hung_fresh:.2f} s | |")
-    print(f"| hung worker (deadline 0.3 s), right after the fuzz: ended after | {hung_worker_ended_after():.2f} s | |")
+    print(f"| fuzz: unknown verdicts | {fuzz_unknown} of {len(times)} | |")
+
+    pairs = list(SLOW_CHECKS) + HEAVY + [(texts[i], texts[i - 1]) for i in range(1, args.load_pairs + 1)]
+    loaded, t_loaded = under_load(pairs, args.busy)  # first: the workers' caches are coldest
+    idle, t_idle = ask(pairs)
+    differ = sum(a is not None and b is not None and a != b for a, b in zip(idle, loaded))
+    print(f"| load: {len(pairs)} costly checks, as the machine is: unknown rate | {idle.count(None) / len(pairs):.4f} | |")
+    print(f"| load: the same with {args.busy} busy processes: unknown rate | {loaded.count(None) / len(pairs):.4f} | |")
+    print(f"| load: time loaded / as is | {t_loaded / t_idle:.2f} ({t_loaded:.1f} s / {t_idle:.1f} s) | |")
+    print(f"| load: verdicts that differ (must be 0) | {differ} | |")
+
+    print(f"| hung worker (pool timeout 0.3 s), idle pool: ended after | {hung_fresh:.2f} s | |")
+    print(f"| hung worker (pool timeout 0.3 s), right after the load: ended after | {hung_worker_ended_after():.2f} s | |")
     for pred, gold, _ in PATHOLOGICAL:
         t = time.perf_counter()
         is_equivalent(pred, gold)

@@ -1,14 +1,18 @@
-"""Properties of corl.answers over generated inputs: reflexive, symmetric, total, deadlines kept.
+"""Properties of corl.answers over generated inputs: reflexive, symmetric, total, guards kept,
+and the same verdicts on an idle and on a loaded machine.
 
 The fuzz draws 10,000 inputs from the pieces completions and golds are made of (boxes,
 fractions, sets, text, broken braces) and asks extraction, keys and equivalence about each:
-no call may raise. How long the calls take (each within its deadline, the fuzz as a whole)
-is measured in benchmarks/answers_deadlines.py: a test asserts behaviour, not speed.
+no call may raise. How long the calls take (the fuzz as a whole, and the costliest checks on
+an idle and a loaded machine) is measured in benchmarks/answers_deadlines.py: a test asserts
+behaviour, not speed.
 """
 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 from concurrent.futures import wait
 
@@ -16,8 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corl.answers import POOL, answer_key, extract_answer, is_equivalent
-from corl.answers.normalize import blank
+from corl.answers import POOL, answer_key, extract_answer, is_equivalent, unknown_checks, verdict
+from corl.answers.equivalence import _verdict_cached
+from corl.answers.hedges import is_hedge
+from corl.answers.normalize import blank, clean
 
 HANG_S = 120  # only a hang gets here: a test waits no longer for what it checks
 
@@ -47,6 +53,8 @@ answers = st.one_of(
 @given(junk)
 def test_equivalence_is_reflexive(a):
     assert is_equivalent(a, a) == (not blank(a))  # a blank answer matches nothing, not even itself
+    # a hedge ("7 \\approx 8") equals its own spelling only: a vote key is a spelling
+    assert not is_hedge(clean(a)) or is_equivalent(a, a) == (not blank(a))
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,9 +79,58 @@ def warm_pool():
 
 @settings(max_examples=60, deadline=None)
 @given(junk, junk)
-def test_a_deadline_only_turns_a_match_into_no_match(warm_pool, a, b):
-    # a check cut short answers False; it never makes a different answer match
-    assert is_equivalent(a, b, timeout=0.2) in (False, is_equivalent(a, b, timeout=30))
+def test_a_guard_only_turns_a_verdict_into_unknown(warm_pool, a, b):
+    # a check cut short by the wall guard has no verdict (None); it never answers differently
+    _verdict_cached.cache_clear()
+    assert verdict(a, b, timeout=0.2) in (None, verdict(a, b, timeout=60))
+
+
+def test_a_check_past_its_guard_is_unknown_and_counted_never_false(warm_pool):
+    """Issue 41: a check the wall guard cut short used to be answered False (a wrong reward on a
+    loaded machine). Its verdict is None, is_equivalent does not make it True, and it is counted."""
+    unknown_checks()  # start the count here
+    got = verdict("\\log_{2} 1024", "10", timeout=1e-6)  # true, but no time at all to check it
+    assert got is None
+    assert not is_equivalent("\\log_{2} 1024", "10", timeout=1e-6)  # an unknown earns nothing
+    assert unknown_checks() == 2
+    assert verdict("\\log_{2} 1024", "10") is True  # with the default guard: the verdict
+
+
+# The costliest checks the tests know: the slowest of the fuzz's 10,000 pairs, the pathological
+# inputs of test_answers.py, and an identity sympy must simplify (~0.3 M calls in a fresh worker);
+# benchmarks/answers_deadlines.py asks more of them, and costlier ones, under load.
+SLOW_CHECKS = [
+    ("\\fracAnswer: +9\n\\quad\\pm{\\{\\left(.\\{\\quad\\left(;6", "]{\\pm\\{%\\right)\\%-\\right)5\\left(,2\\pi\\pmb**]$"),
+    ("\\log_24<(  .xb", "\\left(\\pi\\quad,\\infty$\\infty5!\n\n5"),
+    ("8{=7[%}5=\\quadcm", "%9-1_/-^&**"),
+    ("10^{10^{10^{10}}}", "1"),
+    ("(10^{10})!", "1"),
+    ("\\frac{" * 500 + "1" + "}{2}" * 500, "0"),
+    ("\\binom{2n}{n}", "\\frac{(2n)!}{(n!)^2}"),
+    ("\\log_{2} 16", "4"),
+]
+
+
+def _verdicts() -> list:
+    _verdict_cached.cache_clear()  # asked afresh (the workers keep sympy's cache: see symbolic)
+    return [verdict(p, g) for p, g in SLOW_CHECKS]
+
+
+def test_verdicts_are_the_same_on_an_idle_and_a_loaded_machine(warm_pool):
+    """Issue 41: the same completion earned 1 on one step and 0 on the next when the machine was
+    busy. Under 4 CPU-bound processes (on top of whatever else runs), item for item the same."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    try:
+        loaded = _verdicts()  # first, while the workers' caches are cold: the costliest case
+    finally:
+        for proc in busy:
+            proc.kill()
+        for proc in busy:
+            proc.wait()
+    idle = _verdicts()
+    assert loaded == idle
+    assert None not in idle
+    assert idle == [False] * 6 + [True, True]  # hand-checked: junk, pathological; two identities
 
 
 def test_a_hung_worker_is_killed_and_replaced(warm_pool):
@@ -112,4 +169,4 @@ def test_fuzz_10000_inputs_no_crash(warm_pool):
             got = extract_answer(text, mode=mode)
             assert got is None or isinstance(got, str)
         assert isinstance(answer_key(text), str)
-        assert isinstance(is_equivalent(text, texts[i - 1], timeout=0.3), bool)
+        assert isinstance(is_equivalent(text, texts[i - 1]), bool)

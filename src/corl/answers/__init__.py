@@ -6,7 +6,10 @@
   equal keys imply `is_equivalent`.
 * `is_equivalent(pred, gold)` (`equivalence`): does the prediction earn the reward? Keys,
   structure, exact numbers and the fast reader (`reader`), then math-verify in a pebble
-  pool with a deadline per call (`symbolic`).
+  pool under a budget of sympy calls (`symbolic`): a verdict is a function of the two
+  answers, the same on an idle and a loaded machine. `verdict(pred, gold)` also says when
+  the pool's last wall guard passed (None: unknown, counted by `unknown_checks`).
+  A hedge (``7 \\approx 8``, ``7 \\to 8``, ``\\neg 7``) equals nothing (`hedges`).
 * `grade(completion_text, gold)`: the reward of one completion.
 * `extract_choice`, `choice_key`, `grade_choice` (`choice`): the same for multiple-choice
   questions, where a letter and its option's value are one answer.
@@ -18,11 +21,11 @@ are in `conventions`, in one place.
 from __future__ import annotations
 
 from corl.answers.choice import choice_key, extract_choice, grade_choice, option_letter
-from corl.answers.equivalence import answer_part, is_equivalent
+from corl.answers.equivalence import answer_part, is_equivalent, unknown_checks, verdict
 from corl.answers.extract import EXTRACTION_MODES, extract_answer
 from corl.answers.keys import MAX_ANSWER_CHARS, answer_key
 from corl.answers.reader import MAX_SYMBOLIC_CHARS
-from corl.answers.symbolic import DEFAULT_TIMEOUT_S, POOL, WORKER_STARTUP_S
+from corl.answers.symbolic import DEFAULT_TIMEOUT_S, GUARD_S, MAX_SYMBOLIC_CALLS, POOL, WORKER_STARTUP_S
 
 
 def grade(completion_text: str | None, gold: str, timeout: float = DEFAULT_TIMEOUT_S, mode: str = "strict") -> bool:
@@ -34,7 +37,9 @@ def grade(completion_text: str | None, gold: str, timeout: float = DEFAULT_TIMEO
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "EXTRACTION_MODES",
+    "GUARD_S",
     "MAX_ANSWER_CHARS",
+    "MAX_SYMBOLIC_CALLS",
     "MAX_SYMBOLIC_CHARS",
     "POOL",
     "WORKER_STARTUP_S",
@@ -46,4 +51,6 @@ __all__ = [
     "grade_choice",
     "is_equivalent",
     "option_letter",
+    "unknown_checks",
+    "verdict",
 ]

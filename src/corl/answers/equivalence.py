@@ -9,6 +9,14 @@ Fixes over math-verify alone, each measured in benchmarks/answers_accuracy.py: b
 (``40_8`` is 32, never ``40_9``), percent (``12.5\\%`` is 12.5 too), exact decimals (no
 6-place rounding), bracket types and order, choice letters and text answers compared as
 such, named values and chains, one box per solution, and the deadline in any thread.
+
+A verdict is a function of its inputs: every layer is bounded in work (answer length, the
+elements compared pairwise, the scalar checks of one call, the calls sympy may spend:
+`symbolic.MAX_SYMBOLIC_CALLS`), never in seconds. Only the symbolic layer keeps a wall guard,
+as a last resort against a C call that cannot be interrupted; a call that passes it has no
+verdict: `verdict` answers None (unknown), `is_equivalent` False, and `unknown_checks` counts it
+(the trainer logs the count as ``grading/unknown``). Hedges (``7 \\approx 8``, ``7 \\to 8``,
+``\\neg 7``) equal nothing but their own spelling (`hedges`).
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 from collections import Counter
 
+from corl.answers.hedges import approximation_readings, false_chain, is_hedge
 from corl.answers.keys import MAX_ANSWER_CHARS, WORDS, analyze, choice, element_key, scalar_key, struct_key
 from corl.answers.normalize import BOX, balanced, blank, clean, split_top
 from corl.answers.numbers import Number, number, numbers_equal
@@ -28,6 +38,7 @@ from corl.answers.symbolic import DEFAULT_TIMEOUT_S, POOL, Deadline, Timeout
 logger = logging.getLogger(__name__)
 
 _MAX_UNMATCHED = 16  # elements of a set left after key matching that are compared pairwise
+MAX_SCALAR_CHECKS = 2048  # element comparisons one call may make (nested structures): past them, False
 _CHOICE_WITH_TEXT = re.compile(r"^\(([A-Z])\)\s*\S")
 _BASE_NUMERAL = re.compile(r"[0-9A-Z)]_\{?\(?\d")
 _INFINITY = re.compile(r"^[-+]?\\infty$")
@@ -35,17 +46,11 @@ _RELATION = re.compile(r"<|>|\\[lg]eq?(?![a-zA-Z])|\\[lg]t(?![a-zA-Z])")
 _PROSE = re.compile(r"[A-Za-z]{3,}\s+[A-Za-z]{3,}")
 
 
-def _alternatives(s: str) -> list[str]:
-    """The readings of a scalar: ``A \\approx B`` is A and also B (see conventions)."""
-    parts = split_top(s, "\\approx")
-    if len(parts) < 2 or not all(parts):
-        return [s]
-    return [clean(x) for x in (parts[0], parts[-1])]
-
-
 def _scalar_equiv(p: str, g: str, deadline: Deadline) -> bool:
-    ps, gs = _alternatives(p), _alternatives(g)
-    if len(ps) > 1 or len(gs) > 1:
+    ps, gs = approximation_readings(p), approximation_readings(g)
+    if ps is None or gs is None:  # "7 \\approx 8": a hedge (equal keys were asked before)
+        return False
+    if len(ps) > 1 or len(gs) > 1 or ps != [p] or gs != [g]:
         return any(_equiv_clean(a, b, deadline) for a in ps for b in gs)
     return _one_scalar_equiv(p, g, deadline)
 
@@ -55,6 +60,8 @@ def _one_scalar_equiv(p: str, g: str, deadline: Deadline) -> bool:
     if scalar_key(p) == scalar_key(g):
         return True
     if not pc or not gc or not balanced(pc) or not balanced(gc):  # an empty or broken element
+        return False
+    if is_hedge(p) or is_hedge(g):  # two values joined by a relation, a negation: no answer (see hedges)
         return False
     gl, pl = choice(gc), choice(pc)
     if gl or pl:  # why: a choice letter is not a symbol to be simplified
@@ -128,7 +135,9 @@ def _in_order(a: tuple, b: tuple, deadline: Deadline) -> bool:
 
 
 def _equiv_clean(p: str, g: str, deadline: Deadline) -> bool:
-    deadline.left()
+    deadline.scalars -= 1
+    if deadline.scalars < 0:  # a work budget, not a clock: the same verdict on any machine
+        return False
     return _struct_equiv(element_structure(p), element_structure(g), p, g, deadline)
 
 
@@ -162,7 +171,7 @@ def _struct_equiv(a: Struct, b: Struct, p: str, g: str, deadline: Deadline) -> b
         )
     if "scalar" in kinds and kinds & {"seq", "union"}:  # "x > 3" for (3, \infty)
         scalar = a if a.kind == "scalar" else b
-        if _RELATION.search(scalar.items[0]):
+        if _RELATION.search(scalar.items[0]) and not is_hedge(scalar.items[0]):
             return _symbolic(p, g, deadline)
     return False
 
@@ -177,15 +186,55 @@ def _as_equations(pred: str, gold: str, deadline: Deadline) -> bool:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _equivalent_cached(pred: str, gold: str, timeout: float) -> bool:
+def _verdict_cached(pred: str, gold: str, timeout: float) -> bool | None:
+    """True / False, or None when the symbolic layer's last wall guard passed (cached too: a
+    check that hung once would hang again, and an unknown is not a False)."""
     deadline = Deadline(timeout)
+    deadline.scalars = MAX_SCALAR_CHECKS
+    try:
+        return _equivalent(pred, gold, deadline)
+    except Timeout:
+        return None
+
+
+def _equivalent(pred: str, gold: str, deadline: Deadline) -> bool:
     p, ps, pk = analyze(pred)
     g, gs, gk = analyze(gold)
-    if blank(pred) or blank(gold):  # a blank answer (\text{}, \quad, -, {}) is no answer
+    if blank(pred) or blank(gold):  # a blank answer (\\text{}, \\quad, -, {}) is no answer
         return False
-    if pk == gk or _struct_equiv(ps, gs, p, g, deadline):
+    if pk == gk:
+        return True
+    if any(false_chain(clean(s, False)) for s in (pred, gold)):  # "7 = 8" reads as neither
+        return False
+    if _struct_equiv(ps, gs, p, g, deadline):
         return True
     return "=" in pred and "=" in gold and _as_equations(pred, gold, deadline)
+
+
+class _Unknowns:
+    """How many checks had no verdict (the symbolic layer's wall guard passed), thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def add(self) -> None:
+        with self.lock:
+            self.count += 1
+
+    def take(self) -> int:
+        """The count since the last take (the trainer's step metric ``grading/unknown``)."""
+        with self.lock:
+            count, self.count = self.count, 0
+            return count
+
+
+UNKNOWNS = _Unknowns()
+
+
+def unknown_checks() -> int:
+    """Checks answered unknown in this process since the last call (and the count restarts)."""
+    return UNKNOWNS.take()
 
 
 def answer_part(s: str) -> str:
@@ -197,12 +246,11 @@ def answer_part(s: str) -> str:
     return s
 
 
-def is_equivalent(pred: str | None, gold: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
-    """Whether answer `pred` is mathematically the answer `gold`, as MATH/GSM8K graders judge.
-
-    Never raises and never runs past `timeout` seconds (plus the pool's one-time start);
-    a check that would is answered False.
-    """
+def verdict(pred: str | None, gold: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> bool | None:
+    """Whether answer `pred` is mathematically the answer `gold`, as MATH/GSM8K graders judge:
+    True / False, a function of the two answers alone, or None (unknown) in the rare case that
+    the symbolic layer's last wall guard (`timeout` seconds, plus the pool's one-time start)
+    passed; each unknown is counted (`unknown_checks`). Never raises."""
     if pred is None or gold is None:
         return False
     pred, gold = answer_part(str(pred).strip()), answer_part(str(gold).strip())
@@ -211,12 +259,22 @@ def is_equivalent(pred: str | None, gold: str | None, timeout: float = DEFAULT_T
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return analyze_key(pred) == analyze_key(gold)
     try:
-        return _equivalent_cached(pred, gold, timeout)
-    except Timeout:  # not cached: the next call may have the time
-        return False
+        got = _verdict_cached(pred, gold, timeout)
     except Exception:
         logger.debug("answer check failed for %r vs %r", pred[:80], gold[:80], exc_info=True)
         return False
+    if got is None:
+        UNKNOWNS.add()
+        logger.warning(
+            "corl.answers: no verdict within the %.0f s guard for %r vs %r: unknown (not correct)", timeout, pred[:80], gold[:80]
+        )
+    return got
+
+
+def is_equivalent(pred: str | None, gold: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
+    """`verdict` is True. An unknown verdict is not True (it earns nothing) and is counted by
+    `unknown_checks`, so a caller that must tell it from False asks `verdict`."""
+    return verdict(pred, gold, timeout) is True
 
 
 def analyze_key(s: str) -> str:

@@ -1,13 +1,25 @@
-"""math-verify on two scalars, in a pebble process pool with a deadline per call.
+"""math-verify on two scalars, in a pebble process pool, under a work budget and a last wall guard.
 
-why a pool: math-verify's own timeouts use ``signal.alarm``, which raises off the main thread
-and cannot stop a long C call (``10^{10^{10}}``). Here each check runs in a worker process
-(spawned, never forked: no copy of a CUDA parent) under pebble's per-task timeout; a worker
-that misses it is killed and replaced by pebble, and the call answers False. A task still
-queued when its caller gave up returns at once when a worker takes it. The caller
-never waits past its deadline; only the pool's one-time start (importing sympy, ~1-3 s,
-`WORKER_STARTUP_S` at most) is not counted. If no worker can start, checks run in-process
-(guarded against pathological inputs, without a hard deadline) and a warning says so.
+A verdict is a function of its inputs, not of how busy the machine is. The work a check may
+do is counted, not timed: each is_equivalent call has `MAX_SYMBOLIC_CALLS` Python function
+calls to spend in sympy and math-verify (counted by a trace hook in the worker, parse included).
+A check that runs out of calls is answered False: the same answer on an idle machine and on a
+loaded one. sympy's cache makes a check cheaper the second time a worker sees it (the costliest
+symbolic checks of the tests and benchmarks, ``\\log_3(x^3+3x^2+3x+1)`` against
+``3\\log_3(x+1)``: ~0.9 M calls in a fresh worker, ~0.1 M warm), so the budget is ~5x the
+cold cost of those: only a check far beyond them could be answered differently by a warm
+and a cold worker. Counting costs ~2x in time, on the few checks that reach sympy (none of
+the 16,596 dev pairs of benchmarks/answers_accuracy.py).
+
+why a pool still: math-verify's own timeouts use ``signal.alarm``, which raises off the main
+thread, and neither a trace hook nor an alarm can stop a long C call (``10^{10^{10}}``; those the
+input guards refuse first). Each check runs in a worker process (spawned, never forked: no copy
+of a CUDA parent); `GUARD_S` (wall clock, per is_equivalent call) is the last guard only: a
+check that passes it raises `Timeout`, which `equivalence.verdict` answers as unknown (None), never
+False. pebble kills a worker that overruns and starts another. A task still queued when its
+caller gave up returns at once when a worker takes it. Only the pool's one-time start (importing
+sympy, ~1-3 s, `WORKER_STARTUP_S` at most) is not counted. If no worker can start, checks run
+in-process under the same call budget (without a wall guard) and a warning says so.
 ``CORL_ANSWER_WORKERS`` (default 2) sets the workers per process.
 """
 
@@ -19,6 +31,7 @@ import logging
 import multiprocessing
 import multiprocessing.util
 import os
+import sys
 import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -28,19 +41,26 @@ from corl.answers.numbers import number
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 2.0  # deadline of one is_equivalent call (all its symbolic checks)
+GUARD_S = 30.0  # the last wall guard of one is_equivalent call (its symbolic checks together): past it, unknown
+DEFAULT_TIMEOUT_S = GUARD_S  # the name callers pass as `timeout`
+MAX_SYMBOLIC_CALLS = 5_000_000  # Python calls one is_equivalent call may spend in sympy (all its symbolic checks)
 WORKER_STARTUP_S = 60.0  # importing sympy on a loaded machine can take a while
 
 
 class Timeout(Exception):
-    """The deadline of one is_equivalent call passed."""
+    """The last wall guard of one is_equivalent call passed: its verdict is unknown."""
+
+
+class OverBudget(BaseException):
+    """A symbolic check spent its calls (a BaseException: math-verify and sympy catch Exception)."""
 
 
 class Deadline:
-    """When one is_equivalent call must be answered by."""
+    """The limits of one is_equivalent call: the last wall guard, and the symbolic calls left."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, calls: int = MAX_SYMBOLIC_CALLS) -> None:
         self.at = time.monotonic() + seconds
+        self.calls = calls
 
     def left(self) -> float:
         """Seconds left; raises Timeout when none are."""
@@ -48,6 +68,29 @@ class Deadline:
         if left <= 0:
             raise Timeout
         return left
+
+
+def counted(fn, max_calls: int, *args) -> tuple[object, int]:
+    """(fn(*args), Python calls it made); raises OverBudget once it made more than max_calls.
+
+    The count is sys.settrace's "call" events (no line tracing: the hook returns None), so it
+    measures work, the same on an idle and a loaded machine."""
+    calls = 0
+
+    def hook(frame, event, arg):
+        nonlocal calls
+        calls += 1
+        if calls > max_calls:
+            raise OverBudget
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(hook)
+    try:
+        result = fn(*args)
+    finally:
+        sys.settrace(previous)
+    return result, calls
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,12 +118,20 @@ def sympy_equiv(pred: str, gold: str) -> bool:
         return False
 
 
-def _verdict_before(expires: float, pred: str, gold: str) -> bool | None:
-    """In a worker: `sympy_equiv`, or None at once when the caller's deadline (wall clock: the
+def budgeted_equiv(pred: str, gold: str, max_calls: int) -> tuple[bool, int]:
+    """(`sympy_equiv`'s verdict, calls spent) within max_calls; (False, max_calls) past them."""
+    try:
+        return counted(sympy_equiv, max_calls, pred, gold)
+    except (OverBudget, RecursionError):
+        return False, max_calls
+
+
+def _verdict_before(expires: float, pred: str, gold: str, max_calls: int) -> tuple[bool, int] | None:
+    """In a worker: `budgeted_equiv`, or None at once when the caller's guard (wall clock: the
     same on both sides of the pool) passed while the task waited in the queue."""
     if time.time() >= expires:
         return None
-    return sympy_equiv(pred, gold)
+    return budgeted_equiv(pred, gold, max_calls)
 
 
 def _constants_equal(p, g, pred: str, gold: str) -> bool | None:
@@ -120,7 +171,7 @@ def _init_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for name in ("math_verify", "latex2sympy2_extended"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    sympy_equiv("x+1", "1+x")
+    budgeted_equiv("x+1", "1+x", MAX_SYMBOLIC_CALLS)  # imports and lazy imports: not in any check's count
 
 
 class SymbolicPool:
@@ -147,12 +198,15 @@ class SymbolicPool:
                 return self.pool
             # why: spawn, not fork: a forked CUDA parent is unsafe; a forked child owns no workers
             pool = ProcessPool(max_workers=self.size, initializer=_init_worker, context=multiprocessing.get_context("spawn"))
-            pool.schedule(sympy_equiv, ("1", "1")).result(timeout=WORKER_STARTUP_S)
+            pool.schedule(budgeted_equiv, ("1", "1", MAX_SYMBOLIC_CALLS)).result(timeout=WORKER_STARTUP_S)
             self.pool, self.pid = pool, os.getpid()
             return pool
 
     def check(self, pred: str, gold: str, deadline: Deadline) -> bool:
-        """math-verify's verdict within the deadline; raises Timeout when it cannot be had."""
+        """math-verify's verdict within the calls left to `deadline` (False past them, and they are
+        spent); raises Timeout when the last guard passes first."""
+        if deadline.calls <= 0:
+            return False
         if not self.broken:
             try:
                 pool = self._ready_pool()
@@ -160,13 +214,13 @@ class SymbolicPool:
                 self.broken = True
                 logger.warning(
                     "corl.answers: no answer-check worker could start; checking in-process "
-                    "(guarded against pathological inputs, but without a hard deadline)"
+                    "(under the same call budget, but without a wall guard)"
                 )
             else:
                 left = deadline.left()
-                future = pool.schedule(_verdict_before, (time.time() + left, pred, gold), timeout=left)
+                future = pool.schedule(_verdict_before, (time.time() + left, pred, gold, deadline.calls), timeout=left)
                 try:
-                    verdict = future.result(timeout=deadline.left())
+                    got = future.result(timeout=deadline.left())
                 except (FutureTimeout, Timeout) as e:  # pebble kills a worker that overruns
                     # why no future.cancel(): pebble answers a cancelled task that a worker has
                     # taken by killing and respawning that worker (seconds: sympy's import), so a
@@ -175,10 +229,14 @@ class SymbolicPool:
                     raise Timeout from e
                 except Exception as e:  # a worker that died: the pool replaces it
                     raise Timeout from e
-                if verdict is None:
+                if got is None:
                     raise Timeout
+                verdict, calls = got
+                deadline.calls -= calls
                 return verdict
-        return sympy_equiv(pred, gold)
+        verdict, calls = budgeted_equiv(pred, gold, deadline.calls)
+        deadline.calls -= calls
+        return verdict
 
     def close(self) -> None:
         """Stop the workers (at exit; a forked child leaves its parent's alone)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from corl.answers import unknown_checks
 from corl.diagnostics import step_diagnostics
 from corl.trainer.table import AgentShard, assemble
 
@@ -17,12 +18,23 @@ def gather_metrics(run, step: int, table, labels, rewards, rollouts, updates, po
         n: AgentShard(positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
         for n in run.agents
     }
-    stats = {n: updates[n].as_dict() for n in run.agents}
-    gathered = run.exchange.all_gather((report, stats))
+    stats = {n: updates[n].as_dict() | _learning_rate(run.agents[n]) for n in run.agents}
+    gathered = run.exchange.all_gather((report, stats, unknown_checks()))
     per_prompt = assemble([g[0] for g in gathered], len(run.cfg.agents), len(table.prompt_ids), "rewards")
     metrics = step_metrics(run, table, labels, per_prompt, [g[1] for g in gathered])
-    metrics.update(run.monitor(step, metrics, labels))
+    # answer checks with no verdict (the grader's last wall guard passed): they earned nothing and
+    # were not counted as wrong; every process's rewards, then this process's diagnostics
+    metrics["grading/unknown"] = float(sum(g[2] for g in gathered) + unknown_checks())
+    metrics.update(run.monitor(step + 1, metrics, labels))  # messages count steps from 1
+    # every agent's generated tokens of the trained samples; the loop divides by the step's time
+    metrics["time/completion_tokens"] = float(sum(sum(sum(ls) for _, ls in rows) for rows in per_prompt))
     return metrics
+
+
+def _learning_rate(agent) -> dict[str, float]:
+    """{"lr": the optimizer's learning rate now} ({} for a frozen agent: it has no optimizer)."""
+    optimizer = getattr(agent, "optimizer", None)
+    return {"lr": float(optimizer.param_groups[0]["lr"])} if optimizer is not None else {}
 
 
 def step_metrics(run, table, labels, per_prompt, stats_by_process) -> dict[str, float]:
