@@ -40,27 +40,59 @@ def group_advantages(rewards: torch.Tensor, scale: str = "group", eps: float = 1
     return centred / (std + eps)
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Log-probability of each chosen token under temperature-scaled logits.
+def nucleus_logits(logits: torch.Tensor, top_p: float, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Top-p (nucleus) truncation: logits outside the nucleus set to -inf (Holtzman et al. 2020).
+
+    Exactly vLLM's `apply_top_k_top_p_pytorch` (vllm/v1/sample/ops/topk_topp_sampler.py) and
+    transformers' TopPLogitsWarper: sort ascending, and drop each token whose cumulative
+    probability, counted from the least likely, is at most 1 - top_p; the most likely token
+    always stays. The kept set is a constant for autograd (the kept logits keep their gradient).
+
+    Args:
+        logits: [..., V] temperature-scaled logits (float32).
+        top_p: the nucleus mass, in (0, 1].
+        keep: [...] token ids kept whatever their rank (the tokens actually sampled: a recomputed
+            forward that differs from the sampler's in the last bits must not drop a sampled token
+            at the nucleus edge to probability 0).
+    Returns:
+        [..., V] logits, -inf outside the nucleus.
+    """
+    if top_p >= 1.0:
+        return logits
+    with torch.no_grad():
+        ascending, order = logits.sort(dim=-1)  # [..., V]
+        drop = ascending.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+        drop[..., -1] = False  # at least one
+        drop = drop.scatter(-1, order, drop)  # back to vocabulary order
+        if keep is not None:
+            drop.scatter_(-1, keep.unsqueeze(-1), False)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
+    """Log-probability of each chosen token under temperature-scaled (and top-p truncated) logits.
 
     Args:
         logits: [N, T, V] logits that predict tokens[:, t] at position t.
         tokens: [N, T] token ids.
         temperature: the sampling temperature; the policy that produced the samples is
             softmax(logits / temperature), so its log-probs are scored the same way.
+        top_p: the sampler's nucleus: below 1 the distribution sampled is softmax over the
+            nucleus of logits / temperature, renormalised (`nucleus_logits`), the one vLLM's
+            processed_logprobs and the HF engine report, so the trainer scores that one too.
     Returns:
         [N, T] log-probs.
     """
-    logits = logits.float() / temperature
+    logits = nucleus_logits(logits.float() / temperature, top_p, tokens)
     # log_softmax(x)[y] = x[y] - logsumexp(x); avoids materialising [N, T, V] log-probs twice.
     chosen = torch.gather(logits, -1, tokens.unsqueeze(-1)).squeeze(-1)  # [N, T]
     return chosen - torch.logsumexp(logits, dim=-1)
 
 
 def chunked_token_logprobs(
-    hidden: torch.Tensor, head, tokens: torch.Tensor, temperature: float = 1.0, chunk: int | None = None
+    hidden: torch.Tensor, head, tokens: torch.Tensor, temperature: float = 1.0, chunk: int | None = None, top_p: float = 1.0
 ) -> torch.Tensor:
-    """`token_logprobs(head(hidden), tokens, temperature)` without holding [N, T, V] logits.
+    """`token_logprobs(head(hidden), tokens, temperature, top_p)` without holding [N, T, V] logits.
 
     At a 151k vocabulary the logits of 128 sequences x 512 tokens are 40 GB in float32;
     the hidden states they come from are a few hundred MB. The output projection is
@@ -75,12 +107,13 @@ def chunked_token_logprobs(
         tokens: [N, T] token ids.
         temperature: as in `token_logprobs`.
         chunk: positions per chunk; None (or >= T) computes all at once, exactly `token_logprobs`.
+        top_p: as in `token_logprobs`.
     Returns:
         [N, T] log-probs.
     """
 
     def piece(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # [N, c, H], [N, c] -> [N, c]
-        return token_logprobs(head(h), t, temperature)
+        return token_logprobs(head(h), t, temperature, top_p)
 
     width = hidden.shape[1]
     if chunk is None or chunk >= width:

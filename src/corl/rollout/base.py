@@ -59,6 +59,11 @@ class Rollout:
     # a completion would ask the model for an image that is not there); the update scores
     # the same restricted distribution.
     suppressed_ids: tuple[int, ...] = ()
+    # The sampler's nucleus (SamplingParams.top_p; 1 for greedy): below 1 the tokens were drawn
+    # from softmax(logits / T) renormalised over the nucleus, and both engines report that
+    # distribution's log-probs (vLLM's processed_logprobs, the HF engine's warped scores); the
+    # update scores the same one (grpo.nucleus_logits).
+    top_p: float = 1.0
 
     @property
     def completion_ids(self) -> torch.Tensor:  # [N, C]

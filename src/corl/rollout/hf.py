@@ -243,6 +243,7 @@ class HFGenerateEngine:
             eos_ids=tuple(self.eos_ids),
             vision=vision,
             suppressed_ids=self.suppressed_ids,
+            top_p=params.top_p if params.temperature != 0 else 1.0,  # sampling_warpers' nucleus
         )
 
     def sync_weights(self, model) -> SyncStats:

@@ -346,6 +346,7 @@ class VLLMEngine:
             separate_sampler=True,  # its own copy of the weights: the update corrects with importance weights
             vision=vision.to(self.device) if vision is not None else None,
             suppressed_ids=self.suppressed_ids,
+            top_p=params.top_p if params.temperature != 0 else 1.0,  # its processed_logprobs are over this nucleus
         )
 
     @torch.no_grad()

@@ -130,6 +130,8 @@ def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: 
     """Log-probs of the first `width` (default: all C) completion tokens of rows `rows` under `model`: [n, width].
 
     The head runs in chunks of positions (grpo.chunked_token_logprobs): no [n, C, V] logits.
+    The distribution scored is the one sampled: temperature, then the rollout's top-p nucleus
+    (`Rollout.top_p`), renormalised, as vLLM's processed_logprobs and the HF engine report it.
     """
     width = width or rollout.completion_ids.shape[1]
     tokens = rollout.input_ids[rows, rollout.prompt_length : rollout.prompt_length + width]  # [n, width]
@@ -138,10 +140,10 @@ def sequence_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: 
         logits = completion_logits(model, rollout, rows, width)  # [n, width, V]
         if rollout.suppressed_ids:  # the sampler's distribution had them at -inf: score the same one
             logits = logits.index_fill(-1, torch.tensor(rollout.suppressed_ids, device=logits.device), float("-inf"))
-        return token_logprobs(logits, tokens, temperature)
+        return token_logprobs(logits, tokens, temperature, rollout.top_p)
     hidden, head, vocab = split
     chunk = max(1, LOGIT_CHUNK_ELEMENTS // max(hidden.shape[0] * vocab, 1))
-    return chunked_token_logprobs(hidden, head, tokens, temperature, chunk)
+    return chunked_token_logprobs(hidden, head, tokens, temperature, chunk, rollout.top_p)
 
 
 @torch.no_grad()
