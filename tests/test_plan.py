@@ -208,6 +208,27 @@ def test_paper_config_plans_the_public_3b_models(tmp_path):
     assert "grpo.minibatch_size=" in refused.advice[0]
 
 
+def test_fsdp_plans_the_chunked_head_and_a_sharded_bf16_reference(tmp_path):
+    """The paper's run (FSDP2 + bf16, 4 ranks per agent) with a KL term: the update's logits are the
+    chunked head's, at most 2**24 at once (16 B each: 0.25 GiB), not [n, 3,072, 151,936] (7 GiB a
+    sequence); the KL reference is this rank's bf16 shard, half the bytes of its float32 parameter
+    shard (1.44 GiB for Qwen2.5-3B, where a whole float32 copy was 11.5 GiB), and scoring with it
+    gathers it whole in bf16 (2 bytes a parameter), as sampling gathers the policy."""
+    from corl.trainer.logprobs import LOGIT_CHUNK_ELEMENTS
+
+    plan = plan_run(paper_run(tmp_path, "grpo.beta=0.04"), Machine(8, 80 * GIB, "cuda", "8 x 80 GiB"))
+    qwen = plan.ranks[0].agents[0]
+    [activations] = [i for i in qwen.phases["update"] if i.what == "activations + logits"]
+    assert "(chunked head)" in activations.note
+    elements = a.head_elements(qwen.minibatch, 3072, 151_936, LOGIT_CHUNK_ELEMENTS)
+    assert elements <= LOGIT_CHUNK_ELEMENTS and a.logit_bytes(elements) <= GIB // 4
+    states = {i.what: i.bytes for i in qwen.states}
+    assert states["KL reference shard"] * 2 == states["parameters"] == 4 * 771_484_672  # 1/4 of 3,085,938,688
+    assert {i.what: i.bytes for i in qwen.phases["score"]}["gathered weights"] == 2 * 3_085_938_688
+    fp32 = plan_run(paper_run(tmp_path, "grpo.beta=0.04", "compute.bf16=false"), Machine(8, 80 * GIB, "cuda", "x"))
+    assert {i.what: i.bytes for i in fp32.ranks[0].agents[0].states}["KL reference shard"] == 4 * 771_484_672
+
+
 def test_warn_goes_on_and_stop_refuses(tmp_path):
     cfg = small_run(tmp_path, plan={"device_memory": "64KiB"})
     said = []

@@ -170,12 +170,23 @@ def states(cfg: RunConfig, facts: ModelFacts, dp: int, trains: bool = True) -> l
         items.append(Item("gradients", a.gradient_bytes(trainable), f"float32{lora}, {trainable:,} trainable"))
         items.append(Item("AdamW moments", a.adamw_bytes(trainable), "2 x float32 per trainable parameter"))
     if cfg.grpo.beta > 0 and trains:
-        items.append(Item("KL reference copy", a.parameter_bytes(facts.params), "grpo.beta > 0: a whole float32 copy"))
+        items.append(reference_item(cfg, facts, dp))
     from corl.labels import label_source_spec
 
     if label_source_spec(cfg.cohort.label_source).needs_teacher:
         items.append(Item("EMA teacher copy", a.parameter_bytes(facts.params), "label source ema: a whole float32 copy"))
     return items
+
+
+def reference_item(cfg: RunConfig, facts: ModelFacts, dp: int) -> Item:
+    """The KL reference (corl.models.prepare_reference): without FSDP a whole float32 copy; under
+    FSDP2 this rank's shard of it, in bfloat16 with compute.bf16 (the dtype it computes in)."""
+    if not cfg.distributed.fsdp:
+        return Item("KL reference copy", a.parameter_bytes(facts.params), "grpo.beta > 0: a whole float32 copy")
+    width = a.BF16 if cfg.compute.bf16 else a.FP32
+    held = _shards(facts, dp, False)
+    note = f"grpo.beta > 0: {'bfloat16' if cfg.compute.bf16 else 'float32'}, FSDP2 shard, 1/{dp}: {held:,} of {facts.params:,}"
+    return Item("KL reference shard", width * held, note)
 
 
 def vllm_engine(cfg: RunConfig, machine: Machine, facts: ModelFacts, model_len: int, plan: AgentPlan):
@@ -220,10 +231,11 @@ def vllm_engine(cfg: RunConfig, machine: Machine, facts: ModelFacts, model_len: 
 
 
 def _head_chunk(cfg: RunConfig, facts: ModelFacts) -> int | None:
-    """corl's chunked head applies where agent.completion_hidden does: plain-head text models, not FSDP-sharded."""
+    """corl's chunked head applies where logprobs.completion_hidden does: plain-head text models,
+    FSDP2-sharded or not (the root unit, which holds the head, stays gathered through the backward)."""
     from corl.trainer.logprobs import LOGIT_CHUNK_ELEMENTS, PLAIN_HEAD_MODEL_TYPES
 
-    if facts.vision is not None or cfg.distributed.fsdp or facts.model_type not in PLAIN_HEAD_MODEL_TYPES:
+    if facts.vision is not None or facts.model_type not in PLAIN_HEAD_MODEL_TYPES:
         return None
     return LOGIT_CHUNK_ELEMENTS
 
@@ -262,7 +274,13 @@ def score_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
     chunk = _head_chunk(cfg, plan.facts)
     logits = a.head_elements(n, plan.completion, plan.facts.shape.vocab, chunk)
     forward = a.no_grad_forward_bytes(plan.facts.shape, plan.precision, n, seq) + 12 * logits
-    return [Item("forward without grad", forward, f"{n:,} sequences x {seq:,} tokens")]
+    items = [Item("forward without grad", forward, f"{n:,} sequences x {seq:,} tokens")]
+    if cfg.distributed.fsdp:  # each pass gathers the model it scores with (the policy, then the KL reference)
+        width = a.BF16 if cfg.compute.bf16 else a.FP32
+        items.append(
+            Item("gathered weights", width * plan.facts.params, "FSDP2 unshards the scoring model (policy or reference)")
+        )
+    return items
 
 
 def update_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
