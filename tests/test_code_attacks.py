@@ -189,3 +189,35 @@ def test_forged_vote_lines_never_take_the_honest_key(pool):
     assert json.loads(keys[0]) == [["ok", "3"], ["ok", "7"], ["ok", "0"]]
     assert json.loads(keys[1]) == [["err", "Malformed"]] * 3  # the judge read a forged line as the first reply
     assert json.loads(keys[2]) == [["ok", "0"]] * 3  # it found no secret: its own (wrong) behaviour
+
+
+def test_objects_cross_as_plain_structure_both_ways(pool):
+    """MBPP 367's shape: the setup builds a tree of the solution's class; a class only the tests define crosses too."""
+    tree = {
+        "task_id": "tree",
+        "text": "Depth of a tree.",
+        "code": "",
+        "test_setup_code": "root = Node(1)\nroot.left = Node(2)\nroot.left.left = Node(3)\n"
+        "class Box:\n    def __init__(self, v):\n        self.v = v\n",
+        "test_list": [
+            "assert depth(root) == 3",
+            "assert depth(Node(7)) == 1",
+            "assert unbox(Box(4)) == 4",
+            "assert grow(2).v == 2",
+        ],
+    }
+    solution = (
+        "class Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
+        "def depth(n):\n    return 0 if n is None else 1 + max(depth(n.left), depth(n.right))\n"
+        "def unbox(b):\n    return b.v\n"
+        "class Box:\n    def __init__(self, v):\n        self.v = v\n"
+        "def grow(v):\n    return Box(v)\n"
+    )
+    stdlib_value = solution + "import decimal\ndef depth(n):\n    return decimal.Decimal(3)\n"
+    runs = run_tests([solution, stdlib_value], [tree, tree], pool)
+    assert (runs[0].passed, runs[0].status) == (True, "ok")
+    assert (runs[1].passed, runs[1].status, runs[1].error) == (
+        False,
+        "error",
+        "WireError: no plain form for a value of type Decimal",
+    )

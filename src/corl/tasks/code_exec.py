@@ -11,6 +11,8 @@ loop, fork, print, read its own memory) can produce a pass.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import os
 import subprocess
@@ -97,11 +99,32 @@ def _run_judge(job: Mapping, request_w: int, reply_r: int, timeout: float) -> di
     return verdict
 
 
+def program_names(*sources: str) -> list[str]:
+    """Names the tests, setup or calls read but never bind, other than builtins: what they expect of the program."""
+    read, bound = set(), set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source or "")):
+            if isinstance(node, ast.Name):
+                (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound.add(node.name)
+            elif isinstance(node, ast.alias):
+                bound.add((node.asname or node.name).partition(".")[0])
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+    return sorted(read - bound - set(dir(builtins)))
+
+
 def _job(mode: str, problem: Mapping, **fields) -> dict:
     with warnings.catch_warnings():  # MBPP's reference code holds "\\d" in plain strings: parsing it warns
         warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
         entry = entry_point(problem)
-    return {"mode": mode, "entry_point": entry, "prompt": trusted_prompt(problem), **fields}
+        prompt = trusted_prompt(problem)
+        try:
+            names = [] if prompt else program_names(fields.get("setup"), fields.get("tests"), *fields.get("calls", ()))
+        except SyntaxError:
+            names = []  # the judge reports the tests' own syntax error
+    return {"mode": mode, "entry_point": entry, "prompt": prompt, "program_names": names, **fields}
 
 
 def behaviour_job(calls: Sequence[str], problem: Mapping) -> dict:

@@ -24,7 +24,6 @@ exception: it raises `Abort`, a BaseException, and is remembered.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import json
 import os
@@ -34,13 +33,15 @@ import time
 
 
 def _load(name: str):
-    """A module of this folder by path: the judge runs with -I -S, without corl on its path."""
-    import importlib.util
+    """A module of this folder by path: the judge runs with -I -S, without corl on its path (and without importlib's cost)."""
+    import types
 
-    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
-    module = importlib.util.module_from_spec(spec)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    module = types.ModuleType(name)
+    module.__file__ = path
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    with open(path, encoding="utf-8") as f:
+        exec(compile(f.read(), path, "exec"), module.__dict__)
     return module
 
 
@@ -49,6 +50,7 @@ if __name__ == "__main__":
 else:
     from corl.tasks import code_values, code_wire
 
+TESTS_MODULE = "__corl_tests__"  # __module__ of the classes the tests and setup define
 MARGIN_S = 1.0  # a call's answer may come this late after the stub's own per-call alarm
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -134,7 +136,12 @@ def _text(x, limit: int = 300) -> str:
 
 
 def _send_form(o):
-    return code_values.record_parts(o) if type(o) is code_values.Record else None
+    """(class name, attributes) of a record, or of an instance of a class the tests (or setup) define."""
+    if type(o) is code_values.Record:
+        return code_values.record_parts(o)
+    if type(o).__module__ == TESTS_MODULE and hasattr(o, "__dict__"):
+        return type(o).__qualname__, vars(o)
+    return None
 
 
 class Proxy:
@@ -179,31 +186,15 @@ def _reported(program: Program, kind: str, message: str) -> BaseException:
     return ProgramError(kind, message)
 
 
-def free_names(*sources: str) -> set[str]:
-    """Names the sources read but never bind, other than builtins: what they expect of the program."""
-    read, bound = set(), set()
-    for source in sources:
-        for node in ast.walk(ast.parse(source or "")):
-            if isinstance(node, ast.Name):
-                (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                bound.add(node.name)
-            elif isinstance(node, ast.alias):
-                bound.add((node.asname or node.name).partition(".")[0])
-            elif isinstance(node, ast.arg):
-                bound.add(node.arg)
-    return read - bound - _BUILTIN_NAMES
-
-
 def environment(job: dict, program: Program, deadline, limit: float | None) -> dict:
     """The tests' namespace: the trusted prompt's helpers, proxies for what the program defines, the setup."""
-    env = {"__name__": "__corl_tests__"}
+    env = {"__name__": TESTS_MODULE}
     entry = job["entry_point"]
     if job.get("prompt"):
         exec(compile(job["prompt"], "prompt.py", "exec"), env)
         names = {entry}
     else:
-        names = free_names(job.get("setup"), job.get("tests"), *job.get("calls", ())) | {entry}
+        names = set(job.get("program_names") or ()) | {entry}  # corl.tasks.code_exec.program_names
     for name in names:
         env[name] = Proxy(program, name, deadline, limit)
     if job.get("setup"):
