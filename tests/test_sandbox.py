@@ -735,3 +735,23 @@ def test_a_disk_bound_of_zero_is_refused_not_unbounded():
     # tmpfs reads size=0 as "no limit": the bound must never silently vanish.
     with pytest.raises(ValueError, match="disk_mb"):
         Limits(disk_mb=0)
+
+
+_FORGE = """import os
+open({old!r}, 'wb').write({line!r})  # where the record file used to be
+for fd in range(3, 256):  # whatever the host passed in: the record pipe among them
+    try:
+        os.write(fd, {line!r})
+    except OSError:
+        pass
+"""
+
+
+@every_backend
+@pytest.mark.parametrize(
+    "line", [b"[" * 50_000 + b"\n", b'{"kind": ["x"], "message": {"a": 1}, "errno": "e"}\n'], ids=["deep", "shape"]
+)
+def test_a_forged_record_cannot_break_the_host(backend, line):
+    # A deeply nested line used to raise RecursionError out of run_program; a record of the wrong shape is ignored.
+    r = _run_in(backend, _FORGE.format(line=line, old=OLD_RECORD))
+    assert (r.status, r.error_kind, r.error_message) == (Status.OK, None, None), r.stderr

@@ -94,18 +94,28 @@ RECORD_BYTES = 64 << 10  # the bootstrap writes one line of at most ~12 KiB
 
 
 def read_record(fd: int) -> dict | None:
-    """The bootstrap's record from the read end of its pipe, once every writer is gone: the last JSON line, bounded."""
+    """The bootstrap's record from the read end of its pipe, once every writer is gone; None unless well formed.
+
+    The program can write into the pipe too (it is an fd of its own process): only the last
+    line counts, read up to RECORD_BYTES, parsed only if it is a flat object of the bootstrap's
+    shape (a deeply nested line raises RecursionError in the parser: refused), message cut at 2,000.
+    """
     data = bytearray()
     os.set_blocking(fd, False)
     with contextlib.suppress(OSError):  # EAGAIN: a leftover writer (none backend) and nothing more to read
         while len(data) <= RECORD_BYTES and (chunk := os.read(fd, 1 << 16)):
             data += chunk
     lines = bytes(data[:RECORD_BYTES]).splitlines()
-    try:
-        record = json.loads(lines[-1]) if lines else None
-    except ValueError:
+    if not lines or not lines[-1].startswith(b"{"):
         return None
-    return record if isinstance(record, dict) else None
+    try:
+        record = json.loads(lines[-1])
+    except (ValueError, RecursionError):
+        return None
+    kind, message, errno = (record.get(k) for k in ("kind", "message", "errno")) if isinstance(record, dict) else (None,) * 3
+    if not isinstance(kind, str) or not isinstance(message, str) or not (errno is None or type(errno) is int):
+        return None
+    return {"kind": kind[:200], "message": message[:2000], "errno": errno}
 
 
 def _group(iso: Isolation, limits: Limits) -> RunGroup | None:
