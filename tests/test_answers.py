@@ -344,6 +344,15 @@ HEDGES = [
     r"\boxed{7 \text{ (approx. } 8)}",
     r"\boxed{8 \approx 7}",
     r"\boxed{7.4 \approx 8}",
+    r"\boxed{\frac{23}{3} \approx 8}",  # 23/3 rounds to 8, but 8 is a second candidate, not a precision
+    r"\boxed{7 \text{ and/or } 8}",
+    r"\boxed{7 \text{ (8?)}}",
+    r"\boxed{7 \overset{?}{=} 8}",
+    r"\boxed{7 \Vert 8}",
+    "\\boxed{7 \u2228 8}",  # 7 ∨ 8, and the other Unicode relations and connectives
+    "\\boxed{7 \u2192 8}",
+    "\\boxed{\u00ac 7}",
+    "\\boxed{7 \u2261 8}",
 ]
 
 

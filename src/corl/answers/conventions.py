@@ -25,8 +25,11 @@ themselves, and `tests/test_answers_conventions.py` pins each one.
   ``a = b = c`` (or a computation ``1 + 0.5 = 1.5``) answers its last member. An equation
   whose sides are both expressions in variables stays an equation; two equations are equal
   when one is a nonzero multiple of the other (the same line or plane).
-* APPROXIMATIONS: ``A \\approx B`` answers A, and also B: the exact form and the decimal it
-  claims are both its answer.
+* APPROXIMATIONS: ``A \\approx B`` answers A, and also B when B is a decimal that rounds A at
+  B's own places and lies within 1% of it: the exact form and the decimal it claims are both its
+  answer. When B does not round A (``7 \\approx 8``) it is a hedge and answers nothing; an
+  integer B, or A a finite decimal, adds no second reading (``\\frac{23}{3} \\approx 8`` is 23/3,
+  ``7.4 \\approx 7`` is 7.4). See `hedges` for the rest of the family (``7 \\to 8``, ``\\neg 7``).
 """
 
 from __future__ import annotations

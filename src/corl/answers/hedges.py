@@ -15,8 +15,9 @@ once. Here:
   ``7 \\equiv 8``, ``7 \\ne 8``), or a relation with an empty side (``\\sim 7``, ``7 <``), is a
   hedge (`is_hedge`): only an identical spelling (its vote key) equals it;
 * ``A \\approx B`` is one answer at two precisions only when B is A rounded at B's own places
-  (``\\frac{20}{3} \\approx 6.67``): then both readings stand; otherwise (``7 \\approx 8``) it
-  is a hedge (`approximation_readings`);
+  (``\\frac{20}{3} \\approx 6.67``): then both readings stand (B only when it is a decimal
+  within 1% of A: ``\\frac{23}{3} \\approx 8`` answers 23/3 alone, since 8 would be a second
+  candidate); otherwise (``7 \\approx 8``) it is a hedge (`approximation_readings`);
 * a chain of constants ``a = b`` whose members differ (``7 = 8``) is a hedge (`false_chain`);
   ``1 + 0.5 = 1.5`` is a computation and answers 1.5.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from fractions import Fraction
 
 from corl.answers.conventions import has_variable, is_name
@@ -39,12 +41,12 @@ _ALWAYS = (
     r"neg|lnot|not|cancel|bcancel|xcancel|sout|st|to|rightarrow|longrightarrow|Rightarrow|Longrightarrow|implies|"
     r"impliedby|Leftarrow|Longleftarrow|leftarrow|longleftarrow|gets|iff|Leftrightarrow|Longleftrightarrow|"
     r"leftrightarrow|longleftrightarrow|mapsto|mid|nmid|divides|parallel|perp|oplus|otimes|vdash|models|therefore|"
-    r"because|xor|veebar|barwedge|lor|vee|land|wedge|cr|newline|dots|ldots|cdots|vdots|ddots|substack|atop"
+    r"because|xor|veebar|barwedge|lor|vee|land|wedge|cr|newline|dots|ldots|cdots|vdots|ddots|substack|atop|overset|underset|stackrel"
 )
 # words of a hedge inside a formula ("7 (approx. 8)", "7 or maybe 8")
-_WORDS = r"approx|approximately|about|around|roughly|nearly|circa|maybe|perhaps|possibly|probably|either|neither|nor|xor|not|else|otherwise|except|but|if|then|iff|implies"
+_WORDS = r"or|and|vs|versus|approx|approximately|about|around|roughly|nearly|circa|maybe|perhaps|possibly|probably|either|neither|nor|xor|not|else|otherwise|except|but|if|then|iff|implies"
 _ALWAYS_TOKEN = re.compile(
-    r"\\(?:" + _ALWAYS + r")(?![a-zA-Z])|\\begin\{cases\}|\\cdot\s*\\cdot|(?<![\\A-Za-z])(?:" + _WORDS + r")(?![A-Za-z])"
+    r"\\(?:" + _ALWAYS + r")(?![a-zA-Z])|\\begin\{cases\}|\\cdot\s*\\cdot|\?|(?<![\\A-Za-z])(?:" + _WORDS + r")(?![A-Za-z])"
 )
 # relations that join two values: a hedge between constants, a condition or an equation with a variable
 _BETWEEN = (
@@ -54,6 +56,7 @@ _BETWEEN = (
 )
 _BETWEEN_TOKEN = re.compile(r"\\(?:" + _BETWEEN + r")(?![a-zA-Z])|<|>")
 _BARE_BAR = re.compile(r"(?<!\\)\||\\vert(?![a-zA-Z])")
+_NORM_BAR = re.compile(r"\\\||\\Vert(?![a-zA-Z])")  # "7 \\| 8"; \\|v\\| is a pair
 _APPROX = re.compile(r"\\approx(?![a-zA-Z])")
 
 
@@ -85,7 +88,9 @@ def is_hedge(s: str) -> bool:
     """s (a cleaned scalar) joins values by a relation or a connective, or negates / strikes one out."""
     if _ALWAYS_TOKEN.search(s):
         return True
-    if len(_BARE_BAR.findall(s)) % 2:  # "7 | 8"; |x| is a pair
+    if len(_BARE_BAR.findall(s)) % 2 or len(_NORM_BAR.findall(s)) % 2:  # "7 | 8"; |x| is a pair
+        return True
+    if any(ord(c) > 127 and unicodedata.category(c) == "Sm" for c in s):  # 7 ∨ 8, ¬7, 7 → 8 (normalize maps ≤ ≥ ≈ ∪ ±)
         return True
     sides = _sides(s, _BETWEEN_TOKEN)
     if len(sides) < 2:
@@ -161,7 +166,17 @@ def approximation_readings(s: str) -> list[str] | None:
         return None
     if any(v is None for v in verdicts) or _terminating(exact):
         return [exact]
-    return [exact, *rest]
+    return [exact, *(x for x in rest if _fine_decimal(x, exact))]
+
+
+def _fine_decimal(x: str, exact: str) -> bool:
+    """x is a decimal with places within 1% of exact's value: a reading of its own. An integer
+    (``\\frac{23}{3} \\approx 8``) or a coarse decimal is no second answer: it would let
+    two nearby candidates (23/3 and 8) both earn."""
+    n, v = number(x.replace(" ", "")), _value(exact)
+    if n is None or not n.places or v is None or v == 0:
+        return False
+    return float(_places_slack(x, False)) <= 0.01 * float(abs(v.real))
 
 
 def false_chain(s: str) -> bool:
