@@ -35,6 +35,7 @@ TEST_LIMITS = Limits(wall_s=15.0, cpu_s=15)
 JUDGE = str(Path(__file__).resolve().parent / "code_judge.py")
 JUDGE_SLACK_S = 5.0  # the judge keeps its own deadlines; past them plus this, the host kills it
 MAX_VERDICT = 1 << 20
+JUDGE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
 # How the program ended, when the judge saw it end: refines the judge's "exit".
 _ENDED = {Status.TIMEOUT: "timeout", Status.MEMORY: "memory", Status.OUTPUT_LIMIT: "output_limit", Status.KILLED: "killed"}
 
@@ -77,7 +78,12 @@ def _run_judge(job: Mapping, request_w: int, reply_r: int, timeout: float) -> di
     argv = [sys.executable, "-I", "-S", "-B", JUDGE, str(request_w), str(reply_r)]
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(request_w, reply_r)
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(request_w, reply_r),
+            env=JUDGE_ENV,  # nothing of the host's environment: the judge needs none of it
         )
     finally:
         os.close(request_w)  # the program sees EOF once the judge ends
