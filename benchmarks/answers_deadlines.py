@@ -13,10 +13,12 @@ noisy rather than a test red). On the same inputs as the tests:
    under the default guard: mean, p99 and worst per input, the total, the mean as a multiple
    of the baseline, and how many verdicts were unknown (the guard passed);
 3. load: the costliest checks the tests know (`SLOW_CHECKS`, heavier symbolic identities, and the
-   first `--load-pairs` fuzz pairs) asked on this machine as it is, then again (caches cleared)
-   with `--busy` CPU-bound processes running: the unknown rate of each, the loaded time as a
-   multiple of the idle one, and how many verdicts differ (issue 41: a verdict must be a function
-   of its inputs; it must be 0);
+   first `--load-pairs` fuzz pairs) asked on this machine as it is, then again (the verdict cache
+   cleared; the workers' sympy caches stay warm) with `--busy` CPU-bound processes running: the
+   unknown rate of each, the loaded time as a multiple of the idle one, and how many verdicts
+   differ (issue 41: a verdict must be a function of its inputs; it must be 0). The test
+   (test_verdicts_are_the_same_on_an_idle_and_a_loaded_machine) asks the loaded run first, with
+   cold caches, the harshest order;
 4. a hung worker (a task that sleeps an hour, 0.3 s pool timeout): when the pool ended it, on
    an idle pool and right after the fuzz;
 5. the pathological inputs of tests/test_answers.py: seconds each, and x baseline.
@@ -130,8 +132,8 @@ def main() -> None:
     print(f"| fuzz: unknown verdicts | {fuzz_unknown} of {len(times)} | |")
 
     pairs = list(SLOW_CHECKS) + HEAVY + [(texts[i], texts[i - 1]) for i in range(1, args.load_pairs + 1)]
-    loaded, t_loaded = under_load(pairs, args.busy)  # first: the workers' caches are coldest
-    idle, t_idle = ask(pairs)
+    idle, t_idle = ask(pairs)  # first: the idle baseline (its time includes the workers' cold caches)
+    loaded, t_loaded = under_load(pairs, args.busy)
     differ = sum(a is not None and b is not None and a != b for a, b in zip(idle, loaded))
     print(f"| load: {len(pairs)} costly checks, as the machine is: unknown rate | {idle.count(None) / len(pairs):.4f} | |")
     print(f"| load: the same with {args.busy} busy processes: unknown rate | {loaded.count(None) / len(pairs):.4f} | |")
@@ -140,6 +142,7 @@ def main() -> None:
 
     print(f"| hung worker (pool timeout 0.3 s), idle pool: ended after | {hung_fresh:.2f} s | |")
     print(f"| hung worker (pool timeout 0.3 s), right after the load: ended after | {hung_worker_ended_after():.2f} s | |")
+    _verdict_cached.cache_clear()
     for pred, gold, _ in PATHOLOGICAL:
         t = time.perf_counter()
         is_equivalent(pred, gold)

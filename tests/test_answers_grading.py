@@ -14,18 +14,17 @@ from corl.answers import is_equivalent as _is_equivalent
 from corl.labels.vote import majority_vote
 from corl.tasks.math import math_answers
 
-# These tests are about verdicts, not the deadline: on a loaded machine a symbolic check can
-# overrun the 2 s default and be answered False. The deadline's own behaviour is tested in
+# The defaults: a verdict is a function of the two answers (a budget of sympy calls, not a
+# deadline: issue 41), the same on a loaded machine; the wall guard is tested in
 # test_answers_properties.py (and timed in benchmarks/answers_deadlines.py).
-GENEROUS_S = 60.0
 
 
 def is_equivalent(pred, gold):
-    return _is_equivalent(pred, gold, timeout=GENEROUS_S)
+    return _is_equivalent(pred, gold)
 
 
 def grade(text, gold, mode="strict"):
-    return _grade(text, gold, timeout=GENEROUS_S, mode=mode)
+    return _grade(text, gold, mode=mode)
 
 
 def _params(pairs):
