@@ -1,9 +1,12 @@
 """Label-free scores, selection rules and stop rules on small hand-computed tables."""
 
+import math
+
 import pytest
 
 from corl.config import validate_config
 from corl.trainer.scores import (
+    answer_variety,
     chance_agreement,
     greedy_agreement,
     label_free_score,
@@ -13,6 +16,7 @@ from corl.trainer.scores import (
     self_chance_agreement,
     stability,
     top_answer_share,
+    variety_kept,
 )
 from corl.trainer.selection import Selector, choose, stop_reason
 
@@ -179,9 +183,12 @@ def test_the_selector_never_chooses_nor_publishes_a_collapsed_point(tmp_path):
     sel.observe(9, healthy, samples, accuracy=0.60)
     assert sel.folders_at(10) == ["best", "best-truth"] and sel.stop_reason() is None
     scores = sel.observe(19, collapsed, [[[k, k] for k in agent] for agent in collapsed], accuracy=0.10)
-    # agreement 1.00, chance 0.95^2 + 0.05^2 = 0.905, label-free 0.095; the healthy point: 0.60 minus
-    # chance 12 shared answers x 1/20 x 1/20 = 0.03: 0.57
-    assert scores["select/agreement"] == 1.0 and scores["select/label_free"] == pytest.approx(0.095)
+    # agreement 1.00, chance 0.95^2 + 0.05^2 = 0.905: 0.095 beyond chance, times the variety kept:
+    # exp(-(0.95 ln 0.95 + 0.05 ln 0.05)) = 1.2196 effective answers of the 20 both agents had
+    # at the healthy point; the healthy point: 0.60 minus chance 12 shared answers x 1/20 x 1/20 = 0.57
+    kept = math.exp(-(0.95 * math.log(0.95) + 0.05 * math.log(0.05))) / 20
+    assert scores["select/variety_kept"] == pytest.approx(kept)
+    assert scores["select/agreement"] == 1.0 and scores["select/label_free"] == pytest.approx(0.095 * kept)
     assert sel.state["points"][0]["label_free"] == pytest.approx(0.57)
     assert sel.state["points"][1]["collapsed"] and not sel.state["points"][0]["collapsed"]
     assert "one agent gives one and the same greedy answer on 95%" in sel.stop_reason()  # cohort.stop: collapse stops here
@@ -220,8 +227,9 @@ def test_one_agent_collapsing_onto_its_own_vote_scores_below_a_healthy_one(tmp_p
     first, second = sel.state["points"]
     # healthy: 0.75 - sum_a (1/20)(3/80) = 0.75 - 20 x 3/1600 = 0.7125; the "x" samples are one key, never greedy
     assert first["label_free"] == pytest.approx(0.75 - 20 * (1 / 20) * (3 / 80))
-    # collapsed: 1.0 - (19/20 x 76/80 + 1/20 x 4/80) = 1.0 - 0.905 = 0.095
-    assert second["label_free"] == pytest.approx(1.0 - (19 / 20 * 76 / 80 + 1 / 20 * 4 / 80))
+    # collapsed: 1.0 - (19/20 x 76/80 + 1/20 x 4/80) = 1.0 - 0.905 = 0.095, times the variety kept 1.2196 / 20
+    kept = math.exp(-(0.95 * math.log(0.95) + 0.05 * math.log(0.05))) / 20
+    assert second["label_free"] == pytest.approx((1.0 - (19 / 20 * 76 / 80 + 1 / 20 * 4 / 80)) * kept)
     assert second["majority_share"] == 1.0 and second["collapsed"]
     assert choose(sel.state["points"], "label_free")["step"] == 9
 
@@ -245,3 +253,43 @@ def test_spelling_one_answer_differently_does_not_spread_it_over_keys():
     # agreement: prompts 0, 3, 6, 9 (same spelling by both) = 4/12; chance 3 x (1/3 x 1/3) = 1/3: no score at all
     assert spread == pytest.approx(0.0)
     assert spread < 0.60 - chance_agreement(healthy_and_collapsed()[0])  # far below the healthy cohort
+
+
+def test_answer_variety_is_the_effective_number_of_distinct_answers():
+    assert answer_variety(["1", "2", "3", "4"]) == pytest.approx(4.0)  # four answers, equally often
+    assert answer_variety(["7", "7", "7", None]) == pytest.approx(1.0)  # one answer (no answer is none)
+    assert answer_variety([None, None]) == 0.0
+    # 1, 1, 2, 3: entropy -(1/2 ln 1/2 + 2 x 1/4 ln 1/4) = 1.5 ln 2, exp = 2^1.5 = 2.828
+    assert answer_variety(["1", "1", "2", "3"]) == pytest.approx(2**1.5)
+    # the worst agent's share of its own best: agent 0 kept 4 of 8, agent 1 3 of 4
+    assert variety_kept([4.0, 3.0], [8.0, 4.0]) == 0.5
+    assert variety_kept([4.0], None) == 1.0
+
+
+def test_a_collapse_under_way_loses_to_the_point_before_it_began(tmp_path):
+    """What TTRL at lr 3e-4 did on the tiny task (benchmarks/selection_collapse.py): more and more
+    prompts answered with a few values, each more confidently. Step 9: 8 prompts, 8 answers, 3 of 4
+    samples confirm each. Step 19: the same 8 prompts on 4 answers (2 each), every sample confirms.
+    Beyond chance alone the later point wins; the variety it lost (8 -> 4) makes it lose."""
+    cfg = validate_config(
+        {
+            "agents": [{"name": "a", "model": "m"}],
+            "data": {"train": "t.jsonl", "val": "v.jsonl"},
+            "cohort": {"label_source": "self"},
+            "logging": {"select": "label_free"},
+        }
+    )
+    sel = Selector(cfg, ["a"], {})
+    spread = [str(i) for i in range(8)]
+    sel.observe(9, [spread], [[[k, k, k, "x"] for k in spread]], accuracy=0.5)
+    piled = ["10", "10", "2", "2", "3", "3", "9", "9"]
+    sel.observe(19, [piled], [[[k] * 4 for k in piled]], accuracy=0.1)
+    first, second = sel.state["points"]
+    # step 9: self agreement 3/4; chance sum_a 1/8 x 3/32 = 3/32; variety kept 1: 0.75 - 0.09375 = 0.65625
+    assert first["label_free"] == pytest.approx(0.75 - 3 / 32)
+    # step 19: self agreement 1; chance 4 x (1/4 x 1/4) = 1/4; beyond chance 0.75 (above 0.656);
+    # variety 4 of 8 kept: 0.75 x 1/2 = 0.375
+    assert second["self_agreement"] - second["chance_agreement"] > first["label_free"]
+    assert second["variety"] == [pytest.approx(4.0)] and second["variety_kept"] == pytest.approx(0.5)
+    assert second["label_free"] == pytest.approx(0.375)
+    assert not second["collapsed"] and choose(sel.state["points"], "label_free")["step"] == 9

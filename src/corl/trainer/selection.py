@@ -8,8 +8,9 @@ one point:
 
     label_free  the highest `label_free_score`: agreement beyond chance (greedy agreement minus
                 the agreement of agents answering independently of the prompt; one agent: its
-                samples' agreement with its greedy answer, minus the same by chance). A
-                collapsed point (one agent gives one answer on >= cohort.stop.collapse_share
+                samples' agreement with its greedy answer, minus the same by chance), times the
+                share of its answer variety (effective number of distinct answers) the agent
+                that kept least has kept since its most varied point. A collapsed point (one agent gives one answer on >= cohort.stop.collapse_share
                 of the prompts) is never chosen, whatever its score. It reads only the scores
                 above: never an answer.
     truth       the highest cohort validation accuracy (a diagnostic: it needs answers).
@@ -32,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from corl.trainer.scores import (
+    answer_variety,
     chance_agreement,
     greedy_agreement,
     label_free_score,
@@ -41,6 +43,7 @@ from corl.trainer.scores import (
     self_chance_agreement,
     stability,
     top_answer_share,
+    variety_kept,
 )
 
 RULE_METRIC = {"label_free": "label_free", "truth": "val_accuracy"}  # what each rule maximizes in a point
@@ -48,10 +51,15 @@ FLAT_REWARD_STD = 1e-3  # cohort.stop collapse: every sample of the last steps e
 FULL_AGREEMENT = 0.99
 
 
-def point_scores(keys, samples, previous, recent_steps: Sequence[Mapping[str, float]], names: Sequence[str]) -> dict:
+def point_scores(
+    keys, samples, previous, recent_steps: Sequence[Mapping[str, float]], names: Sequence[str], earlier_variety=()
+) -> dict:
     """The label-free scores of one validation point (keys [N][B] greedy vote keys, samples
-    [N][B][M] sampled ones, previous: the last point's keys or None)."""
+    [N][B][M] sampled ones, previous: the last point's keys or None, earlier_variety: the
+    earlier points' per-agent `answer_variety`)."""
     several = len(keys) > 1
+    variety = [answer_variety(agent) for agent in keys]
+    reference = [max(column) for column in zip(variety, *earlier_variety, strict=True)]
     scores = {
         "agreement": greedy_agreement(keys),
         "self_agreement": self_agreement(keys, samples) if samples else None,
@@ -60,6 +68,8 @@ def point_scores(keys, samples, previous, recent_steps: Sequence[Mapping[str, fl
         "stability": stability(previous, keys),
         "reward_std": mean_reward_std(recent_steps, names),
         "top_answer_share": top_answer_share(keys),
+        "variety": variety,
+        "variety_kept": variety_kept(variety, reference),
     }
     scores["label_free"] = label_free_score(scores)
     return scores
@@ -136,13 +146,14 @@ class Selector:
         """Record the point after `step` (-1: before training); its scores as metrics."""
         if not self.active:
             return {}
-        scores = point_scores(keys, samples, self.state["previous"], self.state["recent"], self.names)
+        earlier = [p["variety"] for p in self.state["points"] if len(p.get("variety") or ()) == len(keys)]
+        scores = point_scores(keys, samples, self.state["previous"], self.state["recent"], self.names, earlier)
         collapsed = scores["top_answer_share"] >= self.cfg.cohort.stop.collapse_share
         point = {"step": step, "done": step + 1, "candidate": step >= 0, "collapsed": collapsed, "val_accuracy": accuracy}
         self.state["points"].append(point | scores)
         self.state["previous"] = [list(k) for k in keys]
         self.state["recent"] = []
-        return {f"select/{k}": float(v) for k, v in scores.items() if v is not None}
+        return {f"select/{k}": float(v) for k, v in scores.items() if isinstance(v, (int, float))}
 
     def stop_reason(self) -> str | None:
         stop = self.cfg.cohort.stop
