@@ -95,9 +95,9 @@ def _run_judge(job: Mapping, request_w: int, reply_r: int, timeout: float) -> di
         proc.communicate()
         return {"status": "timeout", "error": "the judge ran past its deadline"}
     lines = out[:MAX_VERDICT].decode("utf-8", "replace").strip().splitlines()
-    try:
-        verdict = json.loads(lines[-1])
-    except (IndexError, ValueError):
+    try:  # exactly the one line the judge writes
+        verdict = json.loads(lines[0]) if len(lines) == 1 else None
+    except ValueError:
         verdict = None
     if not isinstance(verdict, dict):
         tail = err.decode("utf-8", "replace").strip()[-300:]
