@@ -9,14 +9,10 @@ import tempfile
 import time
 
 from corl.sandbox import commands
-from corl.sandbox import launch as launching
 from corl.sandbox.isolation import Isolation, check_isolation, detect
 from corl.sandbox.launch import finish, launch, run_folder
 from corl.sandbox.limits import Limits
 from corl.sandbox.result import Result, classify
-
-# Moved to corl.sandbox.launch; corl.sandbox.session still imports them from here.
-_group, _preexec, _stop, read_record = launching._group, launching._preexec, launching._stop, launching.read_record
 
 
 def _pump(proc: subprocess.Popen, limits: Limits, deadline: float) -> tuple[bytes, bytes, bool, str | None]:
