@@ -90,7 +90,7 @@ def rows_by_kind(rows: list[dict]) -> dict[str, list[int]]:
     """corl's steps of the training rows and of the validation rows, in the order W&B got them."""
     out: dict[str, list[int]] = {"train": [], "val": []}
     for row in rows:
-        metrics = [k for k in row if not k.startswith("_") and k != "step"]
+        metrics = [k for k in row if not k.startswith("_") and k not in ("step", "corl/row")]
         if metrics:
             out["val" if all(k.endswith("val_accuracy") for k in metrics) else "train"].append(row["step"])
     return out
@@ -157,6 +157,33 @@ def test_a_resumed_w_and_b_run_holds_every_step_once(tmp_path, offline):
     assert table["data"] == [["agent0", 3.0, 0.4], ["agent1", 13.0, None], ["cohort", None, 0.4]]
 
 
+@needs_wandb
+def test_rows_w_and_b_never_stored_are_sent_by_the_resume(tmp_path, offline):
+    """A SIGKILL after corl logged the rows of steps 3 and 4 (metrics.jsonl and wandb.json hold them)
+    but before W&B's service stored them: the resume sends them from metrics.jsonl, once."""
+    from corl.tracking import MetricsLog
+    from corl.tracking_wandb import wandb_mirrors
+
+    cfg = _config(tmp_path)
+    run = tmp_path / "run"
+    log = MetricsLog(run, tensorboard=False, mirrors=wandb_mirrors(cfg, run, resumed=False))
+    for step in (1, 2):
+        log.log(step, {"agent0/loss": float(step)})
+    log.close()
+    with (run / "metrics.jsonl").open("a") as f:  # what the killed run wrote beyond what W&B got
+        for step in (3, 4):
+            f.write(json.dumps({"step": step, "kind": "train", "agent0/loss": float(step)}) + "\n")
+    state = json.loads((run / "wandb.json").read_text())
+    (run / "wandb.json").write_text(json.dumps({**state, "last_step": {"train": 4}}))  # advanced when corl logged
+
+    log = MetricsLog(run, tensorboard=False, resume_step=5, mirrors=wandb_mirrors(cfg, run, resumed=True))
+    log.log(5, {"agent0/loss": 5.0})
+    log.close()
+    rows = history(run)
+    assert [r["agent0/loss"] for r in rows] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert [r["corl/row"] for r in rows] == [0, 1, 2, 3, 4] and [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+
+
 def test_a_missing_wandb_package_names_the_extra(tmp_path):
     """`corl train` as a user runs it, in an environment without wandb: exit 2 before any model loads."""
     from corl.studies.tiny.task import make_split, write_jsonl
@@ -202,11 +229,11 @@ def test_training_interrupted_and_resumed_sends_each_step_once(tmp_path, tiny_mo
     run = tmp_path / "run"
     sent = rows_by_kind(history(run))
     written = {kind: [r["step"] for r in read_metrics(run, kind)] for kind in ("train", "val")}
-    assert written == {"train": [0, 1, 2, 3], "val": [-1, 0, 1, 2, 3]}
+    assert written == {"train": [1, 2, 3, 4], "val": [0, 1, 2, 3, 4]}
     assert sent == written  # every step once: the redone step 2 (and the validation after it) not twice
     assert len(offline_runs(run)) == 2 and len(run_ids(run)) == 1
     steps = Counter(r["step"] for r in history(run) if "agent0/reward_mean" in r)
-    assert steps == Counter({0: 1, 1: 1, 2: 1, 3: 1})
+    assert steps == Counter({1: 1, 2: 1, 3: 1, 4: 1})
     # the run's configuration and W&B's own fields came from the config
     first = next(wandb_records(offline_runs(run)[0]))
     records = [r for r in wandb_records(offline_runs(run)[0]) if r.WhichOneof("record_type") == "run"]

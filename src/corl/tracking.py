@@ -30,6 +30,9 @@ class MetricsLog:
             ]
             replace_file(self.path, "".join(line + "\n" for line in kept))
         self._file = self.path.open("a", encoding="utf-8")
+        for mirror in self.mirrors:  # the rows already here: a mirror sends those it lacks
+            if hasattr(mirror, "catch_up"):
+                mirror.catch_up(read_metrics(self.path.parent) if self.path.exists() else [])
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter

@@ -11,9 +11,11 @@ validation figures (summary key `final/agents`). The x-axis is corl's step, as i
 metrics.jsonl (a validation before the first step sits at -1).
 
 Resume: the W&B run's id is kept in RUN/wandb.json and a resumed training run continues that
-W&B run. A resume redoes the steps after its checkpoint; the rows W&B already holds are not
-sent again (corl's resume is exact, so they are the same numbers but for timings), and every
-step is in the W&B run once. Offline (`WANDB_MODE=offline` or logging.wandb.mode) writes
+W&B run. Every row of metrics.jsonl reaches W&B exactly once: each carries its row number
+(hidden key `corl/row`), and a resume asks W&B which rows it holds (online: the run's summary;
+offline: its transaction logs, `corl.tracking_wandb_log`), sends the rows of metrics.jsonl it
+lacks (a SIGKILL can come before W&B's service has stored what corl handed it) and skips the
+redone steps it has (corl's resume is exact: the same numbers but for timings). Offline (`WANDB_MODE=offline` or logging.wandb.mode) writes
 RUN/wandb/offline-run-*/ and needs no network; `wandb sync` uploads it later.
 """
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from corl.config import ConfigError, RunConfig
 
 STATE_FILE = "wandb.json"  # {"id": W&B run id, "last_step": {kind: last step sent}}
+ROW_KEY = "corl/row"  # hidden: a row's number in metrics.jsonl (0-based), what a resume compares with W&B's
 MISSING = (
     "logging.report_to names wandb, but the wandb package is not installed: pip install 'corl[wandb]' "
     "(or pip install wandb), or remove wandb from logging.report_to"
@@ -89,19 +92,45 @@ class WandbRun:
         # every series is plotted against corl's own step (W&B's internal step only counts rows)
         self.run.define_metric("step", hidden=True)
         self.run.define_metric("*", step_metric="step")
+        self.run.define_metric(ROW_KEY, hidden=True)
         self.steps = cfg.cohort.steps
         self.names = [a.name for a in cfg.agents]
         self.last: dict[str, dict] = {}  # kind -> the last row sent
+        # The rows W&B itself holds (not what corl handed it: a SIGKILL can come before W&B's service
+        # has them): every row carries its number in metrics.jsonl, and W&B reports the highest it has.
+        self.stored = self._stored_row() if state else -1
+        self.row = 0  # the number of the next row of metrics.jsonl
+
+    def _stored_row(self) -> int | None:
+        """The highest row number W&B holds for this run (-1: none); None for a W&B run from before row numbers."""
+        from corl.tracking_wandb_log import stored_offline
+
+        if self.run.offline:
+            found = stored_offline(self.state_path.parent, self.state["id"], ROW_KEY)
+        else:
+            found = self.run.summary.get(ROW_KEY)  # the server's summary: the last row it stored
+        if found is None:
+            return None if self.state["last_step"] else -1
+        return int(found)
+
+    def catch_up(self, records: list[dict]) -> None:
+        """The rows metrics.jsonl holds when the run (re)starts: send those W&B does not have (a kill lost them)."""
+        for record in records:
+            metrics = {k: v for k, v in record.items() if k not in ("step", "kind")}
+            self.log(record["step"], metrics, record.get("kind", "train"))
 
     def log(self, step: int, metrics: dict, kind: str = "train") -> None:
-        sent = self.state["last_step"].get(kind)
-        if sent is not None and step <= sent:
-            return  # a resumed run redoing a step W&B already holds
+        number, self.row = self.row, self.row + 1
+        if self.stored is None:  # a W&B run from before row numbers: the steps corl sent
+            sent = self.state["last_step"].get(kind)
+            if sent is not None and step <= sent:
+                return
+        elif number <= self.stored:
+            return  # W&B holds this row (a resumed run redoing a step it already sent)
         row = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        # at most once: a crash between these two lines loses this row rather than sending it twice
         self.state["last_step"][kind] = step
         self._save_state()
-        self.run.log({"step": step, **row})
+        self.run.log({"step": step, ROW_KEY: number, **row})
         self.last[kind] = {"step": step, **row}
 
     def close(self) -> None:
