@@ -134,8 +134,10 @@ def test_timeouts_on_some_inputs_still_make_a_behaviour(pool):
 
 
 def test_all_errors_count_when_asked(pool):
-    _, keys = code_answers([fenced("def add(a, b):\n    raise KeyError")], ADD, pool=pool, all_errors_count=True)
+    texts = [fenced("def add(a, b):\n    raise KeyError"), fenced("undefined_name\ndef add(a, b):\n    return a + b")]
+    _, keys = code_answers(texts, ADD, pool=pool, all_errors_count=True)
     assert json.loads(keys[0]) == [["err", "KeyError"]] * 3
+    assert json.loads(keys[1]) == [["err", "NameError"]] * 3  # the solution did not load: every input reads so
 
 
 def test_behaviour_key_from_the_judges_outcome():

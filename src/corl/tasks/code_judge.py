@@ -58,9 +58,9 @@ _BUILTIN_NAMES = frozenset(dir(builtins))
 class Abort(BaseException):
     """A failed exchange with the program; the tests cannot catch it into a pass (the run remembers it)."""
 
-    def __init__(self, status: str, message: str) -> None:
+    def __init__(self, status: str, message: str, kind: str | None = None) -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.kind = status, message, kind  # kind: the error kind a vote key shows
 
 
 class ProgramError(Exception):
@@ -81,9 +81,9 @@ class Program:
         self.next_id = -1
         self.failed: Abort | None = None
 
-    def fail(self, status: str, message: str) -> Abort:
+    def fail(self, status: str, message: str, kind: str | None = None) -> Abort:
         if self.failed is None:
-            self.failed = Abort(status, message)
+            self.failed = Abort(status, message, kind)
         return self.failed
 
     def exchange(self, request: dict, deadline: float) -> dict:
@@ -100,7 +100,8 @@ class Program:
         if reply.get("id") != self.next_id or type(reply.get("id")) is not int:
             raise self.fail("malformed", "a reply to another request")
         if "load" in reply:
-            raise self.fail("error", _text(reply["load"]))
+            text = _text(reply["load"])
+            raise self.fail("error", text, text.partition(":")[0] or "Error")
         return reply
 
     def _write(self, data: bytes, deadline: float) -> None:
@@ -177,7 +178,7 @@ def _reported(program: Program, kind: str, message: str) -> BaseException:
         return program.fail("memory", "MemoryError: " + message)
     cls = getattr(builtins, kind, None) if kind in _BUILTIN_NAMES else None
     if isinstance(cls, type) and issubclass(cls, BaseException) and not issubclass(cls, Exception):
-        return program.fail("error", f"{kind}: {message}")  # SystemExit, KeyboardInterrupt: only the end passes
+        return program.fail("error", f"{kind}: {message}", kind)  # SystemExit, KeyboardInterrupt: only the end passes
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
             return cls(message)
@@ -235,13 +236,12 @@ def judge_calls(job: dict, program: Program, start: float) -> dict:
         program.exchange({"ping": True}, start + job["load_s"] + job["start_s"])
         env = environment(job, program, lambda: time.monotonic() + job["per_s"] + MARGIN_S, job["per_s"])
     except Abort as e:
-        kind = e.message.partition(": ")[2].partition(":")[0] if e.status == "error" else kind_of.get(e.status, "Error")
-        return {"outcome": [["err", kind or "Error"]] * len(job["calls"])}
+        return {"outcome": [["err", e.kind or kind_of.get(e.status, "Error")]] * len(job["calls"])}
     for call in job["calls"]:
         try:
             outcome.append(["ok", code_values.canonical_text(eval(compile(call, "call.py", "eval"), env))])
         except Abort as e:
-            outcome.append(["err", kind_of.get(e.status, "Error")])
+            outcome.append(["err", e.kind or kind_of.get(e.status, "Error")])
         except BaseException as e:  # noqa: BLE001
             outcome.append(["err", e.kind if isinstance(e, ProgramError) else type(e).__name__])
     return {"outcome": outcome}
