@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import yaml
 
 from conftest import tiny_config
 from corl.config import ConfigError, validate_config
-from corl.run_folder import RECORD, enter_run_folder, run_record, write_record
+from corl.run_folder import LOCK, RECORD, enter_run_folder, lock_run_folder, run_record, write_record
 from corl.tracking import read_metrics
 
 
@@ -71,7 +72,7 @@ def test_a_new_run_into_a_folder_that_holds_a_run_is_refused_and_the_run_stays(t
     # the run itself goes on where it stopped: every step once, its final checkpoint kept
     code, output = _run("train", "--resume", str(run), "--set", "cohort.steps=3", cwd=tmp_path)
     assert code == 0, output
-    assert _steps(run) == [0, 1, 2]
+    assert _steps(run) == [1, 2, 3]
     assert (run / "checkpoints" / "latest").read_text().strip() == "step_000003"
     assert {p.name for p in (run / "checkpoints").glob("step_*")} == {"step_000002", "step_000003"}
 
@@ -93,22 +94,22 @@ def test_resume_auto_after_a_kill_before_the_first_checkpoint_logs_every_step_on
     run = tmp_path / "run"
     proc = _corl("train", str(config), cwd=tmp_path)
     deadline = time.monotonic() + 600
-    while not (run / "metrics.jsonl").exists() or 1 not in _steps(run):
+    while not (run / "metrics.jsonl").exists() or 2 not in _steps(run):
         assert proc.poll() is None, proc.stdout.read().decode()
         assert time.monotonic() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)  # no cleanup, no checkpoint yet
     proc.wait()
-    assert not list((run / "checkpoints").glob("step_*")) and _steps(run)[:2] == [0, 1]
+    assert not list((run / "checkpoints").glob("step_*")) and _steps(run)[:2] == [1, 2]
 
     code, output = _run("train", str(config), cwd=tmp_path)  # requeued: the same command
     assert code == 0, output
-    assert _steps(run) == [0, 1, 2, 3]
-    assert _steps(run, "val") == [-1, 3]  # before the first step, and after the last
+    assert _steps(run) == [1, 2, 3, 4]
+    assert _steps(run, "val") == [0, 4]  # before the first step, and after the last
     events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
-    assert [e.step for e in events.Scalars("train/agent0/reward_mean")] == [0, 1, 2, 3]
-    assert [e.step for e in events.Scalars("val/agent0/val_accuracy")] == [-1, 3]
+    assert [e.step for e in events.Scalars("agent0/reward_mean")] == [1, 2, 3, 4]
+    assert [e.step for e in events.Scalars("agent0/val_accuracy")] == [0, 4]
 
 
 def test_a_hand_edited_config_yaml_does_not_bypass_the_resume_check(tmp_path, tiny_models, tiny_data):
@@ -144,6 +145,35 @@ def test_an_output_folder_that_takes_no_files_is_a_clear_input_error(tmp_path, t
     assert "disk space" not in output
 
 
+def test_a_run_folder_in_use_is_refused_in_one_line_and_left_as_it_was(tmp_path, tiny_models, tiny_data):
+    # a double requeue: the first job holds the folder (as a running `corl train` does) when the
+    # second, the same command with --resume auto, arrives; it must not get in beside it
+    config = _config(tmp_path, tiny_models, tiny_data, cohort={"steps": 2})
+    run = tmp_path / "run"
+    first = lock_run_folder(run)
+    before = _snapshot(run)
+    code, output = _run("train", str(config), "-o", str(run), "--resume", "auto", cwd=tmp_path)
+    assert code == 2, output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "is in use by another corl run (pid " in errors[0] and "-o NEW_DIR" in errors[0], output
+    assert f"pid {os.getpid()} on " in output and "Traceback" not in output
+    assert _snapshot(run) == before  # nothing written
+    first.release()  # the first job ends: the requeued one runs
+    code, output = _run("train", str(config), "-o", str(run), "--resume", "auto", cwd=tmp_path)
+    assert code == 0, output
+    steps = _steps(run)
+    assert len(steps) == len(set(steps)) == 2 and (run / LOCK).read_text() == ""  # every step once; released at the end
+
+
+def test_a_new_runs_record_is_created_exclusively(tmp_path, cfg):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_record(run, run_record(cfg), exclusive=True)
+    with pytest.raises(ConfigError, match="another run wrote its record first"):
+        write_record(run, run_record(cfg), exclusive=True)
+    assert [p.name for p in run.iterdir()] == [RECORD]  # no temporary file left
+
+
 # -- the decision table, without loading a model -----------------------------------------------------------
 
 
@@ -163,12 +193,12 @@ def _partial_run(run: Path, cfg) -> None:
 def test_entering_a_run_folder(tmp_path, cfg):
     run = tmp_path / "run"
     fresh = enter_run_folder(cfg, run)
-    assert fresh.checkpoint is None and not fresh.redo
-    (run).mkdir()
+    assert fresh.checkpoint is None and not fresh.redo and fresh.fresh
+    assert (run / LOCK).is_file() and fresh.lock is not None  # entered under the folder's lock
+    fresh.release()
     (run / "notes.txt").write_text("mine")  # not a run's file: the folder may take a run
     assert not enter_run_folder(cfg, run).redo
-    (run / "notes.txt").unlink()
-    run.rmdir()
+    shutil.rmtree(run)
 
     _partial_run(run, cfg)
     with pytest.raises(ConfigError, match=r"already holds a run \(config.yaml, .corl_run.json, metrics.jsonl\)"):

@@ -169,7 +169,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     if rank == 0 and attempt != "0":
         _file_away_failure(run_dir, int(attempt) - 1)
     # before the try: a refused run folder gets no failure.json (it may hold another run)
-    entry = _enter_as_attempt(cfg, run_dir, resume, store, int(attempt))
+    entry = _enter_as_attempt(cfg, run_dir, resume, store, int(attempt), lock=rank == 0)
     dist.init_process_group(
         backend, store=dist.PrefixStore(f"corl-pg/{attempt}", store), rank=rank, world_size=world, timeout=timeout
     )
@@ -240,7 +240,7 @@ def _commits_checkpoints(run_dir: Path, rank: int, layout: Layout, exchange: Wor
 RUN_STARTED_KEY = "corl/run-started"  # in torchrun's store, which outlives the attempts of a job
 
 
-def _enter_as_attempt(cfg: RunConfig, run_dir: Path, resume: bool, store, attempt: int) -> RunEntry:
+def _enter_as_attempt(cfg: RunConfig, run_dir: Path, resume: bool, store, attempt: int, lock: bool = True) -> RunEntry:
     """How this attempt of a torchrun job enters the run folder. A restart (--max-restarts)
     continues the run that an earlier attempt of the same job got into, whatever `resume`
     says: from its last checkpoint, or from step 0 with its rows dropped when it has none.
@@ -248,9 +248,10 @@ def _enter_as_attempt(cfg: RunConfig, run_dir: Path, resume: bool, store, attemp
     restarts are refused too instead of resuming that other run.
 
     Every rank decides alone, from the same files: no rank writes into the folder before all
-    of them have met (the disk check's all_gather in CohortTrainer)."""
+    of them have met (the disk check's all_gather in CohortTrainer). `lock`: rank 0, which
+    writes the folder's record and rows, holds the folder's lock for the run's life."""
     restarted = attempt > 0 and store.check([RUN_STARTED_KEY])
-    entry = enter_run_folder(cfg, run_dir, resume=resume, restarted=restarted)
+    entry = enter_run_folder(cfg, run_dir, resume=resume, restarted=restarted, lock=lock)
     store.set(RUN_STARTED_KEY, str(run_dir))
     return entry
 

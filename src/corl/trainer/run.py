@@ -120,7 +120,7 @@ class Run:
         validation before step 0, when a run without a checkpoint starts again."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.entry.checkpoint is None:
-            write_record(self.run_dir, self.entry.record)
+            write_record(self.run_dir, self.entry.record, exclusive=self.entry.fresh)
             dump_config(self.cfg, self.run_dir / "config.yaml")
         first = self.start_step if self.entry.checkpoint is not None else (-1 if self.entry.redo else None)
         # a redone run continues its W&B run too: the steps it already sent are not sent again
@@ -230,6 +230,7 @@ class Run:
                 self.log.close()
             for agent in self.agents.values():
                 agent.close()
+            self.entry.release()  # the folder's lock (corl.run_folder): the run has ended
         return last
 
     def _checkpoint_once(self, done: int) -> Path:
