@@ -124,12 +124,15 @@ def _places_slack(s: str, integers_round: bool) -> Fraction:
     return Fraction(1, 2 * 10**n.places)
 
 
-def _agree(exact: str, other: str, integers_round: bool) -> bool | None:
-    """other is exact (or exact rounded at other's own places); None when either has no known value."""
+def _agree(exact: str, other: str, integers_round: bool, either_way: bool = False) -> bool | None:
+    """other is exact (or exact rounded at other's own places; either_way: or the other way round);
+    None when either has no known value."""
     a, b = _value(exact), _value(other)
     if a is None or b is None:
         return None
-    slack = max(_places_slack(other, integers_round), _places_slack(exact, integers_round))
+    slack = _places_slack(other, integers_round)
+    if either_way:
+        slack = max(slack, _places_slack(exact, integers_round))
     tol = float(slack) * (1 + 1e-9) + 1e-25 * max(1.0, float(abs(a.real)))
     return float(abs(a.real - b.real)) <= tol
 
@@ -188,4 +191,4 @@ def false_chain(s: str) -> bool:
     if is_name(sides[0]):
         sides = sides[1:]
     consts = [x for x in sides if not has_variable(x)]
-    return any(_agree(a, b, integers_round=False) is False for a, b in zip(consts, consts[1:]))
+    return any(_agree(a, b, integers_round=False, either_way=True) is False for a, b in zip(consts, consts[1:]))
