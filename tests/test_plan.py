@@ -436,3 +436,22 @@ def test_the_advice_pastes_into_a_shell(tmp_path):
     assert plan.fits is False and plan.advice
     changes = pasted_options(plan.advice[0])
     assert plan_run(with_overrides(cfg, changes), machine).fits  # what was printed is what fits
+
+
+def test_a_token_budget_plans_the_micro_batch_it_holds(tmp_path):
+    """grpo.max_tokens_per_microbatch: 5 prompt + 5 completion tokens, 9 of them inputs. A budget of
+    20 tokens holds 2 padded rows (2 x 9 = 18), packed ceil(20 / 9) = 3 rows' worth (the third a part
+    of one); minibatch_size still caps; a budget under one sequence still runs one."""
+    rows = {}
+    for name, grpo in {
+        "packed": {"max_tokens_per_microbatch": 20},
+        "padded": {"max_tokens_per_microbatch": 20, "padding_free": False},
+        "capped": {"max_tokens_per_microbatch": 20, "minibatch_size": 2},
+        "tiny": {"max_tokens_per_microbatch": 4},
+        "none": {},
+    }.items():
+        cfg = small_run(tmp_path, grpo=grpo)
+        agent = Planner(cfg, Machine(1, GIB, "cpu", "test")).plan(cfg).ranks[0].agents[0]
+        rows[name] = agent.minibatch
+        assert agent.phases["update"][0].note.startswith(f"{agent.minibatch} sequence")
+    assert rows == {"packed": 3, "padded": 2, "capped": 2, "tiny": 1, "none": 12}

@@ -133,3 +133,71 @@ def test_an_excluded_sequence_carries_no_loss_and_keeps_its_groups_advantages(ti
     torch.testing.assert_close(flat_params(agent.model) - before, expected, atol=1e-5, rtol=1e-3)
     kept = ~exclude
     assert group_advantages(REWARDS).flatten()[kept].tolist() == pytest.approx(adv[kept].tolist(), abs=1e-4)  # by hand
+
+
+def cut_to(r, lengths: list[int]):
+    """The rollout with completion i ending after lengths[i] tokens (as if EOS came there; the rest padding)."""
+    import dataclasses
+
+    ids, attention, completion = r.input_ids.clone(), r.attention_mask.clone(), r.completion_mask.clone()
+    for i, length in enumerate(lengths):
+        completion[i, length:] = 0
+        attention[i, r.prompt_length + length :] = 0
+        ids[i, r.prompt_length + length :] = 0
+    return dataclasses.replace(r, input_ids=ids, attention_mask=attention, completion_mask=completion)
+
+
+def grads_of_one_step(agent: Agent, r, exclude) -> tuple[torch.Tensor, object]:
+    """The gradient the update applied (one SGD step at lr 1, no clipping) and its stats."""
+    agent.optimizer = torch.optim.SGD(agent.model.parameters(), lr=1.0)
+    before = flat_params(agent.model)
+    stats = agent.update(r, REWARDS, SAMPLING, exclude=exclude)
+    return before - flat_params(agent.model), stats
+
+
+@pytest.mark.parametrize(
+    ("model", "aggregation"), [("llama-char", "grpo"), ("llama-char", "dapo"), ("llama-char", "dr_grpo"), ("qwen2-bpe", "dapo")]
+)
+def test_token_budget_micro_batches_packed_or_padded_give_the_padded_update(tiny_models, model, aggregation):
+    """grpo.max_tokens_per_microbatch: micro-batches of at most 24 tokens, one packed row each
+    (no padding, positions restarting per sequence) or padded, give the loss and gradient of
+    the whole batch in one padded forward, with a truncated sequence left out of the loss and
+    beta > 0 (every row takes part, the reference scored per micro-batch too)."""
+    exclude = torch.zeros(12, dtype=torch.bool)
+    exclude[2] = True
+    padded = make_agent(tiny_models[model], loss_aggregation=aggregation, beta=0.1)
+    r = cut_to(rollout_of(padded), [8, 2, 5, 1, 7, 3, 8, 4, 6, 2, 8, 1])
+    assert (r.attention_mask[:, : r.prompt_length] == 0).any()  # left-padded prompts
+    expected, expected_stats = grads_of_one_step(padded, r, exclude)
+    for padding_free in (True, False):
+        agent = make_agent(
+            tiny_models[model], loss_aggregation=aggregation, beta=0.1, max_tokens_per_microbatch=24, padding_free=padding_free
+        )
+        forwards = record_forwards(agent.model)
+        got, stats = grads_of_one_step(agent, r, exclude)
+        rows = [n for n, _ in forwards]
+        if padding_free:
+            assert rows == [1] * len(rows) and len(rows) > 2  # one packed row per micro-batch, several micro-batches
+        else:
+            assert max(rows) < 11 and sum(rows) == 11  # the truncated row takes no forward
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-4)
+        assert stats.loss == pytest.approx(expected_stats.loss, rel=1e-5, abs=1e-7)
+        assert stats.kl == pytest.approx(expected_stats.kl, rel=1e-4, abs=1e-9)
+        assert stats.masked_sequences == 1
+
+
+def test_token_micro_batches_hold_the_budget():
+    """Sorted rows fill each micro-batch up to the budget: packed by their tokens, padded by
+    rows x the longest (3 prompt columns + its completion); a row over the budget goes alone."""
+    from corl.trainer.packing import token_microbatches
+
+    rows = torch.arange(6)
+    lengths = torch.tensor([2, 3, 5, 6, 9, 30])  # completion tokens, sorted
+    tokens = lengths + torch.tensor([3, 1, 3, 2, 3, 3])  # + each prompt without its padding
+    packed = token_microbatches(rows, lengths, tokens, 12, None, True, 3)
+    # tokens 5, 4, 8, 8, 12, 33: 5 + 4 = 9 (+ 8 > 12) | 8 (+ 8 > 12) | 8 | 12 | 33 alone
+    assert [b.tolist() for b in packed] == [[0, 1], [2], [3], [4], [5]]
+    # padded: 2 x (3 + 3) = 12 | 8 (+ 9 x 2 > 12) | 9 | 12 | 33
+    padded = token_microbatches(rows, lengths, tokens, 12, None, False, 3)
+    assert [b.tolist() for b in padded] == [[0, 1], [2], [3], [4], [5]]
+    assert [b.tolist() for b in token_microbatches(rows, lengths, tokens, 40, 2, True, 3)] == [[0, 1], [2, 3], [4], [5]]

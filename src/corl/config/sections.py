@@ -369,6 +369,22 @@ class GRPOConfig(_Strict):
     minibatch_size: int | None = Field(
         None, ge=1, description="Sequences per forward/backward (gradient accumulation, bounds memory); None = all at once."
     )
+    max_tokens_per_microbatch: int | None = Field(
+        None,
+        ge=1,
+        description="Micro-batches by tokens instead of sequences (verl's use_dynamic_bsz / ppo_max_token_len_per_gpu): "
+        "each forward/backward takes sequences, sorted by length, up to this many tokens (prompt + completion; "
+        "minibatch_size, if set, still caps the sequences). Where the model allows it (padding_free) the micro-batch "
+        "runs as one packed row without padding; the update (loss, gradients, one optimizer step per pass) is the "
+        "same whatever its value. None = micro-batches of minibatch_size sequences.",
+    )
+    padding_free: bool = Field(
+        True,
+        description="With max_tokens_per_microbatch: pack each micro-batch's sequences into one row, position ids "
+        "restarting per sequence (TRL's padding_free, verl's use_remove_padding; flash-attention varlen on GPU, "
+        "causal SDPA per sequence otherwise). Models it cannot pack (vision prompts, non-RoPE families) and false "
+        "take padded micro-batches, each trimmed to its longest sequence.",
+    )
     max_grad_norm: float | None = Field(1.0, gt=0)
     importance_sampling: Literal["token_truncate", "token_mask", "sequence_mask", "off"] = Field(
         "token_truncate",

@@ -121,6 +121,19 @@ def rank_totals(agents: list[AgentPlan]) -> dict[str, int]:
     return totals
 
 
+def microbatch_rows(cfg: RunConfig, sequences: int, seq: int) -> int:
+    """Full-length sequences (`seq` input tokens) in the update's largest micro-batch: grpo.minibatch_size,
+    or with grpo.max_tokens_per_microbatch as many as its tokens hold (corl.trainer.packing): padded,
+    rows x seq within the budget; packed, the budget's tokens (ceil: a last sequence may fill the rest).
+    A sequence longer than the budget still runs, alone."""
+    rows = min(cfg.grpo.minibatch_size or sequences, sequences)
+    budget = cfg.grpo.max_tokens_per_microbatch
+    if budget is None:
+        return rows
+    fit = -(-budget // seq) if cfg.grpo.padding_free else budget // seq
+    return max(1, min(rows, fit))
+
+
 def agent_plan(cfg: RunConfig, machine: Machine, index: int, facts: ModelFacts, prompt: PromptLength, dp: int) -> AgentPlan:
     """What agent `index` holds on each of its `dp` ranks, phase by phase."""
     cohort = cfg.cohort
@@ -139,7 +152,7 @@ def agent_plan(cfg: RunConfig, machine: Machine, index: int, facts: ModelFacts, 
         sampled=sampled,
         trains=cfg.agents[index].train,
         sampled_at_once=at_once,
-        minibatch=min(cfg.grpo.minibatch_size or sequences, sequences),
+        minibatch=microbatch_rows(cfg, sequences, prompt.tokens + cohort.max_new_tokens - 1),
         completion=cohort.max_new_tokens,
     )
     plan.states = states(cfg, facts, dp, plan.trains)

@@ -18,6 +18,7 @@ from corl.health import weight_norm
 from corl.rollout import Rollout, SamplingParams, SyncStats
 from corl.rollout.base import pad_right
 from corl.trainer.logprobs import sequence_logprobs
+from corl.trainer.packing import can_pack, packed_logprobs, sequence_tokens, token_microbatches
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Minibatches:
     n_active: int  # of which carry signal
     n_masked: int  # of which are left out of the loss
     total_tokens: torch.Tensor  # loss tokens in the whole batch (at least 1)
+    packed: bool = False  # each minibatch runs as one packed row without padding (grpo.padding_free)
 
 
 def plan_minibatches(agent, rollout: Rollout, rewards: torch.Tensor, exclude: torch.Tensor | None) -> Minibatches:
@@ -90,8 +92,19 @@ def plan_minibatches(agent, rollout: Rollout, rewards: torch.Tensor, exclude: to
     # whole-batch sizes over the dp ranks (identity in a single process)
     counts = [advantages.shape[0], float(mask.sum()), active.numel(), float((~keep).sum())]
     sizes = dp.sum(torch.tensor(counts, dtype=torch.float64))
-    count = int(dp.max(torch.tensor([-(-active.numel() // minibatch)]))[0])  # per pass, the same on every rank
     lengths = rollout.completion_lengths  # [N]
+    budget = cfg.max_tokens_per_microbatch
+    if budget is not None:  # micro-batches by tokens (corl.trainer.packing), sorted by length
+        packed = cfg.padding_free and can_pack(agent.model, rollout)
+        active = active[torch.sort(lengths[active], stable=True).indices]
+        tokens = sequence_tokens(rollout)
+        batches = token_microbatches(active, lengths, tokens, budget, cfg.minibatch_size, packed, rollout.prompt_length)
+        count = int(dp.max(torch.tensor([len(batches)]))[0])  # per pass, the same on every rank
+        widths = [max(int(lengths[rows].max()), 1) for rows in batches]
+        total_tokens = torch.tensor(float(sizes[1]), device=device).clamp(min=1.0)
+        n_total, n_active, n_masked = int(sizes[0]), int(sizes[2]), int(sizes[3])
+        return Minibatches(advantages, mask, batches, widths, count, n_total, n_active, n_masked, total_tokens, packed)
+    count = int(dp.max(torch.tensor([-(-active.numel() // minibatch)]))[0])  # per pass, the same on every rank
     if count > 1 and active.numel():
         # Length buckets: with the active rows sorted by completion length, each minibatch
         # holds sequences of similar length and is trimmed to its own longest (below). The
@@ -184,7 +197,7 @@ def one_pass(agent, rollout: Rollout, plan: Minibatches, params: SamplingParams,
                 keep_paired(agent.model, rollout, temperature)
             continue
         rows, width = plan.batches[i], plan.widths[i]
-        logprobs = sequence_logprobs(agent.model, rollout, rows, temperature, width)  # [n, width]
+        logprobs = minibatch_logprobs(agent.model, rollout, rows, temperature, width, plan.packed)  # [n, width]
         old = old_logprobs[i] if old_logprobs is not None else logprobs.detach()
         m = plan.mask[rows, :width]
         sampled = rollout.sampling_logprobs[rows, :width] if rollout.sampling_logprobs is not None else None
@@ -231,8 +244,17 @@ def frozen_logprobs(agent, model, rollout: Rollout, plan: Minibatches, temperatu
     """
     with torch.no_grad(), context if context is not None else agent.generating():
         return [
-            sequence_logprobs(model, rollout, rows, temperature, w) for rows, w in zip(plan.batches, plan.widths, strict=True)
+            minibatch_logprobs(model, rollout, rows, temperature, w, plan.packed)
+            for rows, w in zip(plan.batches, plan.widths, strict=True)
         ]
+
+
+def minibatch_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: float, width: int, packed: bool):
+    """Log-probs of one minibatch's completions: [n, width]; packed into one row where the plan says so
+    (0 past each completion, where the padded forward scores padding; the loss mask drops both)."""
+    if packed and can_pack(model, rollout):
+        return packed_logprobs(model, rollout, rows, temperature, width)
+    return sequence_logprobs(model, rollout, rows, temperature, width)
 
 
 def batch_share(aggregation: str, rows: torch.Tensor, mask: torch.Tensor, n_total: int, total_tokens: torch.Tensor):
