@@ -118,7 +118,7 @@ def test_co_rl_on_code_rewards_agreement_with_the_peer_majority_behaviour(tmp_pa
     result = runner.invoke(app, ["train", str(code_config(tmp_path, code_setup, label_source="peer", reward="agreement_probe"))])
     assert result.exit_code == 0, result.output
     records = read_metrics(tmp_path / "run", "train")
-    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["step"] for r in records] == [1, 2, 3]
     for name in code_setup["models"]:
         for metric in ("answer_rate", "labeled_fraction", "reward_mean", "reward_std", "uniform_reward_fraction"):
             assert all(f"{name}/{metric}" in r for r in records), metric
@@ -144,7 +144,7 @@ def test_gt_reward_on_code_scores_the_hidden_tests(tmp_path, code_setup):
     result = runner.invoke(app, ["train", str(code_config(tmp_path, code_setup, reward="tests"))])
     assert result.exit_code == 0, result.output
     records = read_metrics(tmp_path / "run", "train")
-    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["step"] for r in records] == [1, 2, 3]
     for name in code_setup["models"]:
         assert all(0.0 <= r[f"{name}/reward_mean"] <= 1.0 for r in records)
         assert all(f"{name}/labeled_fraction" in r for r in records)  # label statistics still reported

@@ -95,3 +95,27 @@ def test_shipped_configs_validate():
     assert configs
     for path in configs:
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("cohort.step=3", "run.yaml: cohort.step: unknown key; did you mean cohort.steps or cohort.stop?"),
+        ("cohort.stop.rul=none", "run.yaml: cohort.stop.rul: unknown key; did you mean cohort.stop.rule?"),
+        ("agents.0.lrr=1e-5", "run.yaml: agents.0.lrr: unknown key; did you mean agents.0.lr?"),
+        ("grpo.lr=1e-5", "run.yaml: grpo.lr: unknown key: the learning rate is per agent: agents[].lr"),
+        ("lr=1e-5", "run.yaml: lr: unknown key: the learning rate is per agent: agents[].lr"),
+        ("qqq=1", "run.yaml: qqq: unknown key; the top level has: plugins, output_dir,"),
+    ],
+)
+def test_an_unknown_key_is_one_line_that_names_what_was_meant(tmp_path, override, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, BASE), [override])
+    assert str(err.value).startswith(f"{tmp_path / message}") and "\n" not in str(err.value)
+
+
+def test_several_errors_are_a_line_each(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, BASE), ["cohort.step=3", "grpo.betta=1"])
+    lines = str(err.value).splitlines()
+    assert lines[0].endswith("invalid configuration") and len(lines) == 3

@@ -273,7 +273,7 @@ def test_one_agent_data_parallel_over_two_ranks(tmp_path, tiny_models, tiny_data
     proc, _ = torchrun(tmp_path, raw, "world")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = read_metrics(tmp_path / "world", "train")
-    assert [r["step"] for r in records] == [0, 1]
+    assert [r["step"] for r in records] == [1, 2]
     k, batch = raw["cohort"]["samples_per_prompt"], raw["cohort"]["prompts_per_step"]
     for r in records:
         assert r["agent0/active_sequences"] <= k * batch  # counted over both ranks' shards
@@ -300,7 +300,7 @@ def test_a_stuck_rank_fails_the_run_by_name_within_the_timeout(tmp_path, tiny_mo
     failure = json.loads((tmp_path / "world" / "failure.json").read_text())
     assert failure["rank"] == 0 and failure["missing"] == [{"rank": 1, "agents": ["agent1"]}]
     assert "agent1" in failure["error"] and failure["where"] == "step 1"
-    assert [r["step"] for r in read_metrics(tmp_path / "world", "train")] == [0]
+    assert [r["step"] for r in read_metrics(tmp_path / "world", "train")] == [1]
 
 
 @pytest.mark.slow
@@ -340,6 +340,6 @@ def test_votes_per_prompt_with_one_agent_data_parallel_over_two_ranks(tmp_path, 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     k, batch = raw["cohort"]["samples_per_prompt"], raw["cohort"]["prompts_per_step"]
     records = read_metrics(tmp_path / "world", "train")
-    assert [r["step"] for r in records] == [0, 1]
+    assert [r["step"] for r in records] == [1, 2]
     assert all(r["agent0/active_sequences"] <= k * batch for r in records)  # never one of the 2 untrained a prompt
     assert sum(r["agent0/optimizer_steps"] for r in records) >= 1

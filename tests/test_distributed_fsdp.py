@@ -191,7 +191,7 @@ def test_sharded_checkpoints_resume_onto_one_and_back_onto_two_ranks_per_agent(l
             root, lora.config, "one", 2, "--resume", "one", "--set", "cohort.steps=4", "--set", "logging.checkpoint_every=1"
         )
     )
-    assert [r["step"] for r in read_metrics(one, "train")] == [0, 1, 2, 3]
+    assert [r["step"] for r in read_metrics(one, "train")] == [1, 2, 3, 4]
     compare(lora.single, one, 4)
     two = resumable_copy(one, root / "two", 3)
     finish(corl_train(root, lora.config, "two", 4, "--resume", "two", "--set", "cohort.steps=4"))
@@ -265,7 +265,7 @@ def test_two_nodes_without_a_shared_disk_equal_one_node_also_after_one_is_killed
     for launcher in resumed:
         finish(launcher)
     main_run, agent1_run = nodes[main] / "run", nodes[agent1_node] / "run"
-    assert [r["step"] for r in read_metrics(main_run, "train")] == [0, 1, 2]
+    assert [r["step"] for r in read_metrics(main_run, "train")] == [1, 2, 3]
     ours = {r["step"]: r for r in read_metrics(main_run, "train")}
     for r in read_metrics(full.sharded, "train"):
         same = {k: v for k, v in r.items() if not k.startswith("time/")}

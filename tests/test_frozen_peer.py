@@ -41,7 +41,7 @@ def test_a_frozen_peer_teaches_is_validated_and_keeps_its_weights_across_a_resum
     assert any(not torch.equal(trained[k], first[k]) for k in first)  # the other agent did learn
     assert _had_signal(run, "agent1")  # ... and so would agent1 have, had it trained
     records = read_metrics(run, "train")
-    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["step"] for r in records] == [1, 2, 3]
     for r in records:
         assert r["agent1/frozen"] == 1.0 and r["agent1/optimizer_steps"] == 0
         assert "agent1/loss" not in r and "agent0/loss" in r

@@ -69,7 +69,7 @@ def test_a_nan_reward_stops_the_run_naming_agent_and_step(tmp_path, tiny_models,
     NaNReward.calls = 0
     raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"reward": "test_nan", "steps": 2}, logging={"tensorboard": False})
     with pytest.raises(
-        HealthError, match=r"step 0: agent 'agent1': 1 of 16 rewards are NaN/inf \(cohort.reward 'test_nan'\).*on_nonfinite: stop"
+        HealthError, match=r"step 1: agent 'agent1': 1 of 16 rewards are NaN/inf \(cohort.reward 'test_nan'\).*on_nonfinite: stop"
     ):
         CohortTrainer(validate_config(raw)).train()
 
@@ -89,7 +89,7 @@ def test_a_nan_reward_with_skip_skips_that_step_only(tmp_path, tiny_models, tiny
     records = read_metrics(tmp_path / "run", "train")
     assert [r["agent1/skipped_nonfinite"] for r in records] == [1.0, 1.0]
     assert all(r["agent1/optimizer_steps"] == 0 for r in records)
-    assert "step 0: agent 'agent1': 1 of 16 rewards are NaN/inf" in capfd.readouterr().err
+    assert "step 1: agent 'agent1': 1 of 16 rewards are NaN/inf" in capfd.readouterr().err
 
 
 def test_a_checkpoint_with_an_inf_weight_is_refused_naming_the_agent(tmp_path, tiny_models, tiny_data):
@@ -123,7 +123,7 @@ def test_rewards_all_zero_raise_the_collapse_alarm(tmp_path, tiny_models, tiny_d
     assert [r["health/agent0/reward_all_0_steps"] for r in records] == [1.0, 2.0]
     assert records[0]["health/alarms"] == 0 and records[1]["health/alarms"] >= 2  # both agents
     err = capfd.readouterr().err
-    assert "step 1: agent 'agent0': every reward was 0 for 2 consecutive steps" in err
+    assert "step 2: agent 'agent0': every reward was 0 for 2 consecutive steps" in err
 
 
 def test_the_collapse_monitor_counts_consecutive_steps_and_warns_once(capfd):
@@ -175,7 +175,7 @@ def test_a_diverging_update_stops_the_run_and_a_normal_one_does_not(tmp_path, ti
     assert "Traceback" not in wrecked.stderr
     said = " ".join(wrecked.stderr.split())  # the console wraps long lines
     assert re.search(
-        r"step 0: agent 'agent\d' \(agents\.\d\.lr 1\): the update diverged: it multiplied the norm of the weights by "
+        r"step 1: agent 'agent\d' \(agents\.\d\.lr 1\): the update diverged: it multiplied the norm of the weights by "
         r"\d+(\.\d+)? \(from [\d.]+ to [\d.]+; health\.max_weight_norm_ratio is 1\.5\)\. Lower this agent's lr",
         said,
     ), said

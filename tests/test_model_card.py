@@ -27,7 +27,7 @@ def header(text: str) -> dict:
 
 def test_the_card_header_parses_and_names_base_model_library_and_tags():
     cfg = _cfg()
-    card = str(model_card(cfg, 0, 20, {"step": 19, "a0/val_accuracy": 0.25, "a1/val_accuracy": 0.5}))
+    card = str(model_card(cfg, 0, 20, {"step": 20, "a0/val_accuracy": 0.25, "a1/val_accuracy": 0.5}))
     meta = header(card)
     assert meta["base_model"] == "Qwen/Qwen2.5-0.5B"  # a Hub id; a local folder is no base_model for the Hub
     assert meta["library_name"] == "transformers" and meta["datasets"] == ["org/train-set"]
@@ -42,7 +42,7 @@ def test_the_card_names_the_peer_that_taught_the_agent_and_the_method():
     # the ring with 3 agents: a0 is taught by a2, a1 by a0, a2 by a1
     cfg = _cfg()
     assert [teachers_text(cfg, n).split(":")[0] for n in range(3)] == ["`a2`", "`a0`", "`a1`"]
-    text = str(model_card(cfg, 0, 20, {"step": 19, "a0/val_accuracy": 0.25}))
+    text = str(model_card(cfg, 0, 20, {"step": 20, "a0/val_accuracy": 0.25}))
     assert "**Taught by** `a2`: its majority answer is this agent's label." in text
     assert "**Label source** `peer`: Co-RL ring" in text and "with Co-RL ring" in text
     assert "| a0 (this model) | `Qwen/Qwen2.5-0.5B` | a2 |" in text and "| a1 | `/models/m1` | a0 |" in text

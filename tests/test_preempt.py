@@ -59,7 +59,7 @@ def test_sigterm_to_a_single_process_run_saves_and_exits_143(tmp_path, tiny_mode
     assert proc.returncode == 143, output
     done = json.loads((run / "checkpoints" / (run / "checkpoints" / "latest").read_text() / "state.json").read_text())["step"]
     assert done >= 1 and "preempted (SIGTERM)" in output and f"step_{done:06d}" in output
-    assert [r["step"] for r in _rows(run)] == list(range(done))
+    assert [r["step"] for r in _rows(run)] == list(range(1, done + 1))
 
 
 @pytest.mark.slow
@@ -78,7 +78,7 @@ def test_sigterm_to_torchrun_saves_a_checkpoint_on_every_rank(tmp_path, tiny_mod
     done = int(latest.removeprefix("step_"))
     assert done >= 1 and {"agent0", "agent1"} <= {p.name for p in (run / "checkpoints" / latest).iterdir()}
     assert not (run / "failure.json").exists(), output
-    assert [r["step"] for r in _rows(run)] == list(range(done))
+    assert [r["step"] for r in _rows(run)] == list(range(1, done + 1))
 
 
 def _attempt_logs(run: Path, logs: Path, output: str) -> str:
@@ -121,7 +121,7 @@ def test_a_killed_worker_under_max_restarts_finishes_from_the_last_checkpoint(tm
     )
     output = proc.communicate(timeout=400)[0].decode()
     assert proc.returncode == 0, _attempt_logs(run, logs, output)
-    assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3], _attempt_logs(run, logs, output)
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4], _attempt_logs(run, logs, output)
     assert (run / "checkpoints" / "step_000004").is_dir()
     # the restarted attempt filed the first one's failure away: failure.json is not stale
     assert not (run / "failure.json").exists()
@@ -147,7 +147,7 @@ def test_a_restart_under_torchrun_continues_the_run_by_itself(tmp_path, tiny_mod
     )
     output = proc.communicate(timeout=400)[0].decode()
     assert proc.returncode == 0, _attempt_logs(run, logs, output)
-    assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3], _attempt_logs(run, logs, output)
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4], _attempt_logs(run, logs, output)
     assert (run / "checkpoints" / "latest").read_text().strip() == "step_000004"
     assert (run / "failure-attempt0.json").is_file()  # the first attempt did fail
 

@@ -76,7 +76,7 @@ def test_quickstart_smoke_prints_json_and_writes_the_report(tmp_path, monkeypatc
     run = tmp_path / "qs" / "seed0" / "co-rl"
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     assert cfg["cohort"]["min_agreement"] == 0.25 and {a["lr"] for a in cfg["agents"]} == {3e-5}
-    assert read_metrics(run, "val")[0]["step"] == -1
+    assert read_metrics(run, "val")[0]["step"] == 0
     report = (tmp_path / "qs" / "report.md").read_text()
     assert "Table 1" in report and "kappa" in report and "Table 10" in report and "margin" in report
     assert "| sum llama-char+qwen2-bpe |" in report

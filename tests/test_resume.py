@@ -45,7 +45,7 @@ def test_tensorboard_purges_from_the_first_redone_step(tmp_path):
     log.close()
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
-    assert [(e.step, e.value) for e in events.Scalars("train/a/loss")] == [(0, 0.0), (1, 1.0), (2, 20.0)]
+    assert [(e.step, e.value) for e in events.Scalars("a/loss")] == [(0, 0.0), (1, 1.0), (2, 20.0)]
 
 
 # -- the configuration a run started with, and checkpoints checked on load ------------------------------

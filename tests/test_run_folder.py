@@ -124,14 +124,14 @@ def test_a_hand_edited_config_yaml_does_not_bypass_the_resume_check(tmp_path, ti
     code, output = _run("train", "--resume", str(run), "--set", "cohort.steps=2", cwd=tmp_path)
     assert code == 2, output
     assert "cannot resume: the configuration differs" in output and "agents.0.lr: 0.001 -> 0.5" in output, output
-    assert _steps(run) == [0]
+    assert _steps(run) == [1]
     # what may change on resume still may, in config.yaml too
     edited["agents"][0]["lr"] = 0.001
     edited["cohort"]["steps"] = 2
     (run / "config.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
     code, output = _run("train", "--resume", str(run), cwd=tmp_path)
     assert code == 0, output
-    assert _steps(run) == [0, 1]
+    assert _steps(run) == [1, 2]
 
 
 @pytest.mark.parametrize("folder", ["/proc", "/proc/corl-run", "/sys/corl-run"])

@@ -55,7 +55,7 @@ def test_train_cli_updates_every_agent_and_writes_metrics(tmp_path, tiny_models,
     assert result.exit_code == 0, result.output
     run = tmp_path / "run"
     records = read_metrics(run, "train")
-    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["step"] for r in records] == [1, 2, 3]
     names = [a["name"] for a in raw["agents"]]
     for name, agent in zip(names, raw["agents"]):
         assert changed(Path(agent["model"]), run / "checkpoints" / "step_000003" / name), f"{name} did not change"
@@ -162,7 +162,7 @@ def test_kill_and_resume_matches_an_uninterrupted_run(tmp_path, tiny_models, tin
     assert resumed.wait(timeout=600) == 0, resumed.stdout.read().decode()
 
     steps = [r["step"] for r in read_metrics(run, "train")]
-    assert steps == list(range(6)), steps  # every step exactly once
+    assert steps == list(range(1, 7)), steps  # every step exactly once
     for name in ("agent0", "agent1"):
         a = weights(tmp_path / "full" / "checkpoints" / "step_000006" / name)
         b = weights(run / "checkpoints" / "step_000006" / name)

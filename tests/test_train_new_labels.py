@@ -49,7 +49,7 @@ def test_corl_train_runs_each_new_option(tmp_path, tiny_models, tiny_data, case)
 
         launch(validate_config(raw), tmp_path / "run")
     records = read_metrics(tmp_path / "run", "train")
-    assert [r["step"] for r in records] == [0]
+    assert [r["step"] for r in records] == [1]
     for agent in raw["agents"]:
         name = agent["name"]
         assert all(0.0 <= r[f"{name}/reward_mean"] <= 1.0 for r in records)

@@ -189,7 +189,7 @@ def test_two_steps_and_a_resumed_one_equal_three_uninterrupted_steps(vl_runs):
     def metrics(run):
         return {r["step"]: {k: v for k, v in r.items() if not k.startswith("time/")} for r in read_metrics(run, "train")}
 
-    assert metrics(resumed) == metrics(full) and sorted(metrics(full)) == [0, 1, 2]
+    assert metrics(resumed) == metrics(full) and sorted(metrics(full)) == [1, 2, 3]
     for name in ("qwen", "llava", "text"):
         a = load_file(str(full / "checkpoints" / "step_000003" / name / "model.safetensors"))
         b = load_file(str(resumed / "checkpoints" / "step_000003" / name / "model.safetensors"))

@@ -204,7 +204,7 @@ def test_corl_train_on_vllm_with_fsdp2_and_lora_on_two_agents_by_two_ranks(tmp_p
     config.write_text(yaml.safe_dump(raw))
     _torchrun_train(tmp_path, config, "run")
     records = read_metrics(tmp_path / "run", "train")
-    assert [r["step"] for r in records] == [0, 1]
+    assert [r["step"] for r in records] == [1, 2]
     for name in ("agent0", "agent1"):
         stepped = [r for r in records if r[f"{name}/optimizer_steps"]]
         assert stepped, f"{name} never updated"

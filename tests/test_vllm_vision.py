@@ -133,7 +133,7 @@ def test_corl_train_a_vision_cohort_on_vllm(tmp_path):
     }
     launch(validate_config(raw), tmp_path / "run")
     rows = read_metrics(tmp_path / "run", "train")
-    assert [r["step"] for r in rows] == [0, 1]
+    assert [r["step"] for r in rows] == [1, 2]
     for name in ("qwen2vl", "llava"):
         assert rows[-1][f"{name}/sync_bytes"] > 0 and rows[0][f"{name}/optimizer_steps"] == 1
         assert abs(rows[0][f"{name}/mismatch_logratio_max"]) < LOGPROB_ATOL  # the sampler is the trained policy

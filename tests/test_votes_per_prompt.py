@@ -133,5 +133,5 @@ def test_train_cli_with_votes_per_prompt(tmp_path, tiny_models, tiny_data):
     done = subprocess.run([sys.executable, "-m", "corl", "train", str(path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     records = read_metrics(tmp_path / "run", "train")
-    assert [r["step"] for r in records] == [0, 1]
+    assert [r["step"] for r in records] == [1, 2]
     assert (tmp_path / "run" / "checkpoints" / "step_000002" / "agent1" / "model.safetensors").is_file()

@@ -72,7 +72,11 @@ def launch(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress_f
     if cfg.distributed.fsdp:
         raise ConfigError("distributed.fsdp needs torchrun, also on one GPU: torchrun --nproc-per-node 1 -m corl train CONFIG")
     with Preemption(cfg.distributed.preempt_grace_s, run_dir) as preemption:
-        return _train(CohortTrainer(cfg, run_dir, resume=resume), progress_factory, should_stop=preemption.requested)
+        try:
+            return _train(CohortTrainer(cfg, run_dir, resume=resume), progress_factory, should_stop=preemption.requested)
+        except Preempted as err:
+            err.exit_code = preemption.exit_code  # 130 after Ctrl-C, as a shell reports it
+            raise
 
 
 def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] | None = None, should_stop=None) -> dict:
@@ -89,25 +93,29 @@ def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] 
 
 
 class Preemption:
-    """SIGTERM (SLURM before its KillWait, Kubernetes, torchrun's parent) asks the run to stop:
-    the step in progress finishes, every process agrees to stop after the same step, a
-    checkpoint is saved and the run raises `Preempted` (exit status 143). If that has not
-    happened within `grace_s`, the process exits with status 1 and says so (the previous
-    checkpoint stands)."""
+    """SIGTERM (SLURM before its KillWait, Kubernetes, torchrun's parent) or Ctrl-C (SIGINT) asks
+    the run to stop: the step in progress finishes, every process agrees to stop after the same
+    step, a checkpoint is saved and the run raises `Preempted` (exit status 143; 130 after
+    Ctrl-C). If that has not happened within `grace_s`, the process exits with status 1 and says
+    so (the previous checkpoint stands). A second Ctrl-C stops at once, without a checkpoint."""
+
+    SIGNALS = {signal.SIGTERM: ("SIGTERM", 143), signal.SIGINT: ("Ctrl-C", 130)}
 
     def __init__(self, grace_s: float, run_dir: str | Path, heartbeat: Heartbeat | None = None):
         self.grace_s = grace_s
         self.run_dir = Path(run_dir)
         self.heartbeat = heartbeat
         self.flag = False
+        self.name, self.exit_code = self.SIGNALS[signal.SIGTERM]
         self._timer: threading.Timer | None = None
 
     def __enter__(self) -> Preemption:
-        self._previous = signal.signal(signal.SIGTERM, self._handler)
+        self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGTERM, self._previous)
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
         if self._timer is not None:  # the checkpoint is written (or the run failed): no "none saved" exit 1
             self._timer.cancel()
 
@@ -116,13 +124,17 @@ class Preemption:
 
     def _handler(self, signum, frame) -> None:
         if self.flag:
+            if signum == signal.SIGINT:  # Ctrl-C twice: stop now (the previous checkpoint stands)
+                raise KeyboardInterrupt
             return
         self.flag = True
+        self.name, self.exit_code = self.SIGNALS[signum]
         if self.heartbeat is not None:
             self.heartbeat.stop_requested = True  # a meeting now fails at once if a peer is gone
+        again = "; Ctrl-C again to stop at once, without one" if signum == signal.SIGINT else ""
         print(
-            f"corl: SIGTERM: finishing this step, then saving a checkpoint (within distributed.preempt_grace_s = "
-            f"{self.grace_s:g} s)",
+            f"corl: {self.name}: finishing this step, then saving a checkpoint (within distributed.preempt_grace_s = "
+            f"{self.grace_s:g} s){again}",
             file=sys.stderr,
             flush=True,
         )
@@ -133,7 +145,7 @@ class Preemption:
     def _give_up(self) -> None:
         last = latest_checkpoint(self.run_dir)
         print(
-            f"corl: SIGTERM: no checkpoint saved within distributed.preempt_grace_s = {self.grace_s:g} s (a step takes "
+            f"corl: {self.name}: no checkpoint saved within distributed.preempt_grace_s = {self.grace_s:g} s (a step takes "
             f"longer: raise it, below the launcher's kill timeout); the last checkpoint is {last or 'none'}",
             file=sys.stderr,
             flush=True,
@@ -205,7 +217,8 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
             return any(trainer.exchange.all_gather(preemption.flag))
 
         last = _train(trainer, progress_factory if placement.is_main else None, on_step, should_stop)
-    except Preempted:
+    except Preempted as err:
+        err.exit_code = preemption.exit_code
         dist.destroy_process_group()
         raise
     except BaseException as err:

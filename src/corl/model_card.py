@@ -50,10 +50,10 @@ def write_model_cards(checkpoint: Path, run_dir: Path, step: int) -> None:
 
 
 def last_validation(run_dir: Path, step: int) -> dict | None:
-    """The last validation row a checkpoint after `step` steps has seen (logged at a step < `step`)."""
+    """The last validation row a checkpoint after `step` steps has seen (logged at a step <= `step`: rows count steps from 1)."""
     if not (run_dir / "metrics.jsonl").is_file():
         return None
-    rows = [r for r in read_metrics(run_dir, "val") if r["step"] < step]
+    rows = [r for r in read_metrics(run_dir, "val") if r["step"] <= step]  # steps count from 1
     return rows[-1] if rows else None
 
 
@@ -212,7 +212,7 @@ def _settings(cfg: RunConfig, index: int, step: int) -> str:
 def _validation(cfg: RunConfig, index: int, validation: dict | None) -> str:
     if not validation:
         return "## Validation\n\nNo validation has run yet (set data.val)."
-    after = "before the first step" if validation["step"] < 0 else f"after step {validation['step'] + 1}"
+    after = "before the first step" if validation["step"] <= 0 else f"after step {validation['step']}"
     lines = [f"## Validation\n\nGreedy accuracy on `{cfg.data.val}` {after}:\n", "| agent | accuracy |", "|---|---|"]
     for n, agent in enumerate(cfg.agents):
         value = validation.get(f"{agent.name}/val_accuracy")

@@ -11,13 +11,15 @@ from pathlib import Path
 
 
 class MetricsLog:
-    """Append-only `metrics.jsonl` plus TensorBoard scalars, safe to reopen on resume.
+    """Append-only `metrics.jsonl` plus TensorBoard scalars, safe to reopen on resume. A metric
+    has one name in every sink (`agent0/reward_mean`, `agent0/val_accuracy`): validation
+    metrics are named so (val_...) and the row's `kind` is no part of the name.
 
-    On resume from a checkpoint taken after S steps, the steps done are 0 ... S-1 (rows are
-    0-based), so records at step >= S (written by the interrupted run after its last
-    checkpoint) are dropped and every step appears exactly once. A validation row is logged
-    at the step it follows (-1 before the first), so the same cut keeps exactly the ones the
-    checkpoint had seen; `resume_step=-1` (a run with no checkpoint started again) drops them all.
+    Rows count steps from 1 (corl.step_numbering): on resume from a checkpoint taken after S
+    steps, `resume_step` S + 1 drops the records at step >= S + 1 (written by the interrupted
+    run after its last checkpoint) and every step appears exactly once. A validation row is
+    logged at the step it follows (0 before the first), so the same cut keeps exactly the ones
+    the checkpoint had seen; `resume_step=0` (a run with no checkpoint started again) drops them all.
     """
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_step: int | None = None, mirrors=()):
@@ -47,7 +49,7 @@ class MetricsLog:
         if self._tb is not None:
             for key, value in metrics.items():
                 if isinstance(value, (int, float)) and math.isfinite(value):
-                    self._tb.add_scalar(f"{kind}/{key}", value, step)
+                    self._tb.add_scalar(key, value, step)  # the name metrics.jsonl and W&B use
         for mirror in self.mirrors:
             mirror.log(step, metrics, kind)
 

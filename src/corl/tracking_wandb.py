@@ -8,7 +8,7 @@ One W&B run holds the whole cohort: each agent's metrics under its name (`agent0
 `agent0/val_accuracy`; W&B groups panels by the part before the slash), the cohort's under
 `cohort/`, the run's configuration, and at the end a table of every agent's last training and
 validation figures (summary key `final/agents`). The x-axis is corl's step, as in
-metrics.jsonl (a validation before the first step sits at -1).
+metrics.jsonl (steps count from 1; a validation before the first step sits at 0).
 
 Resume: the W&B run's id is kept in RUN/wandb.json and a resumed training run continues that
 W&B run. Every row of metrics.jsonl reaches W&B exactly once: each carries its row number
@@ -47,6 +47,46 @@ def check_wandb_installed(cfg: RunConfig) -> None:
         import wandb  # noqa: F401
     except ImportError:
         raise ConfigError(MISSING) from None
+
+
+NO_CREDENTIALS = (
+    "logging.report_to names wandb, but no W&B API key is set (WANDB_API_KEY, or `wandb login`, which writes {netrc}); "
+    "log in, or set logging.wandb.mode: offline (or WANDB_MODE=offline) and `wandb sync` later"
+)
+
+
+def check_wandb_ready(cfg: RunConfig) -> None:
+    """Refuse, before anything is written or loads, a run that reports to W&B online without the
+    package or without credentials: found later, the run folder would already hold the run."""
+    check_wandb_installed(cfg)
+    if not cfg.logging.reports_to("wandb"):
+        return
+    mode = os.environ.get("WANDB_MODE") or cfg.logging.wandb.mode or "online"
+    if (
+        mode in ("offline", "disabled", "dryrun")
+        or os.environ.get("WANDB_API_KEY")
+        or os.environ.get("WANDB_IDENTITY_TOKEN_FILE")
+    ):
+        return
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    netrc = _netrc_path()
+    try:
+        words = netrc.read_text().split()
+    except (OSError, UnicodeDecodeError):
+        words = []
+    if any(a == "machine" and b == host for a, b in zip(words, words[1:])):
+        return
+    raise ConfigError(NO_CREDENTIALS.format(netrc=netrc))
+
+
+def _netrc_path() -> Path:
+    """Where W&B keeps its key: $NETRC, else ~/.netrc (~/_netrc on Windows), as `wandb login` writes it."""
+    if os.environ.get("NETRC"):
+        return Path(os.environ["NETRC"]).expanduser()
+    unix, windows = Path("~/.netrc").expanduser(), Path("~/_netrc").expanduser()
+    return windows if not unix.exists() and windows.exists() else unix
 
 
 def wandb_mirrors(cfg: RunConfig, run_dir: str | Path, resumed: bool) -> list:
@@ -137,7 +177,7 @@ class WandbRun:
         """Finish the W&B run; called from the trainer's `finally`, so an exception in flight is the run's fate."""
         error = sys.exc_info()[1]
         train = self.last.get("train")
-        if error is None and train is not None and train["step"] == self.steps - 1:
+        if error is None and train is not None and train["step"] == self.steps:
             self.run.summary["final/agents"] = self._final_table()
         exit_code = 0 if error is None else getattr(error, "exit_code", 1)
         if exit_code == 143:  # preempted: W&B shows it as such, and the resume continues it

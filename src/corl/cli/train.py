@@ -24,7 +24,7 @@ def train(
     from rich.console import Console
 
     from corl.config import ConfigError, load_config
-    from corl.progress import StepProgress
+    from corl.progress import StepProgress, summary
 
     console = Console(stderr=True)
     if resume is not None and str(resume) == "auto":
@@ -39,7 +39,7 @@ def train(
     try:
         cfg = load_config(config, set_)
     except ConfigError as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(2) from None
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
@@ -49,32 +49,47 @@ def train(
     from corl.launch import launch
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
-    from corl.tracking_wandb import check_wandb_installed
+    from corl.tracking_wandb import check_wandb_ready
     from corl.trainer import Preempted
     from corl.trainer.setup import check_models
 
+    quiet_library_bars()
     try:
-        check_wandb_installed(cfg)  # a missing package first: the plan would read every model's config
+        check_wandb_ready(cfg)  # a missing package or key first: before the plan reads every model's config
         check_models(cfg)  # a model that cannot be found: named at once, not after the plan's hub retries
         check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
     except (DataError, FileNotFoundError, ConfigError) as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(2) from None
     except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
-        console.print(f"[red]error:[/red] {escape(str(err))}")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except Preempted as err:  # SIGTERM: a checkpoint was saved; 143 tells a scheduler it may requeue
-        console.print(f"[yellow]corl:[/yellow] {escape(str(err))}")
+        if err.exit_code == 130:  # Ctrl-C
+            message = (
+                f"stopped (Ctrl-C) after step {err.steps_done}: checkpoint {err.checkpoint} written; "
+                f"continue with corl train --resume {err.checkpoint.parent.parent}"
+            )
+        else:
+            message = str(err)
+        console.print(f"[yellow]corl:[/yellow] {escape(message)}", soft_wrap=True)
         # why: the launcher's SIGKILL follows its SIGTERM within ~30 s. The interpreter's own
         # teardown (garbage collection of every model and library object) took 5-20 s on a
         # loaded machine; frozen objects are not collected, so the process ends at once.
         gc.freeze()
-        raise typer.Exit(Preempted.exit_code) from None
+        raise typer.Exit(err.exit_code) from None
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training began: no checkpoint of this moment
+        from corl.checkpoint import latest_checkpoint
+
+        last_saved = latest_checkpoint(run_dir) if Path(run_dir).is_dir() else None
+        where = f"the last checkpoint is {last_saved}" if last_saved is not None else "no checkpoint was saved"
+        console.print(f"[yellow]corl:[/yellow] interrupted (Ctrl-C); {escape(where)}", soft_wrap=True)
+        raise typer.Exit(130) from None
     except PeerFailure:  # torchrun: the rank has printed which peer failed and written RUN_DIR/failure.json
         raise typer.Exit(1) from None
     if last is not None:
-        console.print(f"done: {run_dir}  (metrics.jsonl, tensorboard/, checkpoints/)")
+        summary(Path(run_dir), cfg, console)
         if cfg.suite.name:
             _suite_after_training(cfg, Path(run_dir), console)
 
@@ -110,6 +125,20 @@ def _suite_after_training(cfg, run_dir: Path, console) -> None:
     if subprocess.run([sys.executable, "-m", "corl", *args], env=env).returncode != 0:
         console.print(f"[red]error:[/red] the suite failed; the run is intact. Finish it with: corl {escape(shlex.join(args))}")
         raise typer.Exit(1)
+
+
+def quiet_library_bars() -> None:
+    """transformers' "Loading weights" / "Writing model shards" bars: two lines per agent and
+    checkpoint, carriage returns in a log file; corl's own lines say what happens."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
 
 
 def register(app: typer.Typer) -> None:

@@ -139,7 +139,13 @@ class LoggingConfig(_Strict):
         "sequences per agent and point.",
     )
     tensorboard: bool = Field(True, description="Write TensorBoard events (when report_to is not given).")
-    progress: bool = True
+    progress: bool = Field(True, description="A live step counter on a terminal (never in a log file).")
+    print_every: int = Field(
+        1,
+        ge=0,
+        description="Print a line with the step's numbers every N steps, on a terminal and in a log file "
+        "(0 = none; validation lines and the final summary are always printed).",
+    )
 
     def reports_to(self, sink: str) -> bool:
         """Whether metrics go to `sink` (jsonl, tensorboard or wandb)."""

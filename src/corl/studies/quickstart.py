@@ -178,7 +178,13 @@ def run_config(
             "max_new_tokens": opts.max_new_tokens,
             "min_agreement": opts.min_agreement,
         },
-        "logging": {"eval_every": opts.eval_every, "eval_on_start": True, "tensorboard": False, "progress": opts.progress}
+        "logging": {
+            "eval_every": opts.eval_every,
+            "eval_on_start": True,
+            "tensorboard": False,
+            "progress": opts.progress,
+            "print_every": 0,  # the bar alone: a line per step of every run would bury the study's own lines
+        }
         | selection_logging(spec.label_source),
         "grpo": dict(spec.grpo),
     }

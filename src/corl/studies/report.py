@@ -119,7 +119,7 @@ def _series(records: list[dict], key: str) -> tuple[list[int], list[float]]:
     for r in records:
         v = r.get(key)
         if v is not None and not (isinstance(v, float) and math.isnan(v)):
-            xs.append(r["step"] + 1)
+            xs.append(r["step"])
             ys.append(v)
     return xs, ys
 

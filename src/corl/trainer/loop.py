@@ -84,6 +84,7 @@ class CohortTrainer(Run):
         metrics = gather_metrics(self, step, table, labels, rewards, rollouts, updates, positions)
         metrics["time/sample_s"] = t_sample - t0
         metrics["time/update_s"] = t_update - t_sample
+        metrics["time/tokens_per_s"] = metrics["time/completion_tokens"] / max(t_update - t0, 1e-9)
         return metrics
 
     def _sample_share(self, step: int, n: int, agent: Agent, batch: list[Problem], positions: list[int], k: int) -> Rollout:

@@ -19,6 +19,7 @@ from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
 from corl.rewards import weighted_reward
 from corl.rollout import Rollout, SamplingParams
 from corl.run_folder import RunEntry, enter_run_folder, write_record
+from corl.step_numbering import renumber_old_run
 from corl.tasks import task_spec
 from corl.tracking import MetricsLog
 from corl.tracking_wandb import wandb_mirrors
@@ -36,7 +37,7 @@ class Preempted(Exception):
 
     def __init__(self, steps_done: int, checkpoint: Path):
         super().__init__(
-            f"preempted (SIGTERM) after step {steps_done - 1}: checkpoint {checkpoint} written; "
+            f"preempted (SIGTERM) after step {steps_done}: checkpoint {checkpoint} written; "
             f"continue with corl train --resume {checkpoint.parent.parent} (or resume: auto)"
         )
         self.steps_done = steps_done
@@ -116,13 +117,15 @@ class Run:
 
     def _open_run_folder(self) -> None:
         """A new run writes its record (and config.yaml, for people); a resumed one keeps
-        both. Rows at and after the first step this run (re)does are dropped: -1, the
-        validation before step 0, when a run without a checkpoint starts again."""
+        both. Rows after the checkpoint's step are dropped (all of them, the validation before
+        training at step 0 too, when a run without a checkpoint starts again)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.entry.checkpoint is None:
             write_record(self.run_dir, self.entry.record, exclusive=self.entry.fresh)
             dump_config(self.cfg, self.run_dir / "config.yaml")
-        first = self.start_step if self.entry.checkpoint is not None else (-1 if self.entry.redo else None)
+        renumber_old_run(self.run_dir)  # a run logged from step 0 before the one numbering (corl.step_numbering)
+        # rows are numbered from 1 (steps done); the validation before training is 0
+        first = self.start_step + 1 if self.entry.checkpoint is not None else (0 if self.entry.redo else None)
         # a redone run continues its W&B run too: the steps it already sent are not sent again
         continuing = self.entry.checkpoint is not None or self.entry.redo
         mirrors = wandb_mirrors(self.cfg, self.run_dir, resumed=continuing)
@@ -141,9 +144,9 @@ class Run:
         except RuntimeError as err:  # torch.multinomial on NaN/inf probabilities: name who and when
             if "inf" not in str(err) and "nan" not in str(err):
                 raise
-            check_weights(agent.model, f"step {step}: agent {agent.name!r}")
+            check_weights(agent.model, f"step {step + 1}: agent {agent.name!r}")
             raise HealthError(
-                f"step {step}: agent {agent.name!r}: sampling failed on NaN/inf probabilities ({err}); its weights are finite "
+                f"step {step + 1}: agent {agent.name!r}: sampling failed on NaN/inf probabilities ({err}); its weights are finite "
                 "but too large (diverged: lower its lr). Resume from an earlier checkpoint"
             ) from err
 
@@ -154,7 +157,7 @@ class Run:
             if nonfinite(r):
                 bad = int((~torch.isfinite(r)).sum())
                 stop_or_warn(
-                    f"step {step}: agent {self.names[n]!r}: {bad} of {r.numel()} rewards are NaN/inf (cohort.reward {self.reward.name!r})",
+                    f"step {step + 1}: agent {self.names[n]!r}: {bad} of {r.numel()} rewards are NaN/inf (cohort.reward {self.reward.name!r})",
                     stop,
                 )
 
@@ -163,9 +166,9 @@ class Run:
         stop = self.cfg.health.on_nonfinite == "stop"
         for n, agent in self.agents.items():
             if updates[n].skipped_nonfinite and not nonfinite(rewards[n]):
-                stop_or_warn(f"step {step}: agent {self.names[n]!r}: the loss or gradient norm was NaN/inf", stop)
-            check_weights(agent.model, f"step {step}: agent {self.names[n]!r} after its update")
-            where = f"step {step}: agent {self.names[n]!r} (agents.{n}.lr {self.cfg.agents[n].lr:g})"
+                stop_or_warn(f"step {step + 1}: agent {self.names[n]!r}: the loss or gradient norm was NaN/inf", stop)
+            check_weights(agent.model, f"step {step + 1}: agent {self.names[n]!r} after its update")
+            where = f"step {step + 1}: agent {self.names[n]!r} (agents.{n}.lr {self.cfg.agents[n].lr:g})"
             check_weight_growth(
                 updates[n].weight_norm, updates[n].weight_norm_ratio, self.cfg.health.max_weight_norm_ratio, where
             )
@@ -252,10 +255,10 @@ class Run:
         checkpoint. True when the run stops here."""
         reason = None if final else self.selector.stop_reason()
         if reason is not None:
-            self.selector.state["stopped"] = {"step": done - 1, "checkpoint_step": done, "reason": reason}
+            self.selector.state["stopped"] = {"step": done, "checkpoint_step": done, "reason": reason}
             self._log(done - 1, {"stop/early": 1.0, "stop/checkpoint_step": float(done)}, kind="val")
             if self.placement.is_main:
-                print(f"corl: stopped early after step {done - 1} (cohort.stop.rule {self.cfg.cohort.stop.rule}): {reason}")
+                print(f"corl: stopped early after step {done} (cohort.stop.rule {self.cfg.cohort.stop.rule}): {reason}")
         folders = self.selector.folders_at(done)
         if not (final or reason or folders):
             return False
@@ -268,5 +271,7 @@ class Run:
         return reason is not None
 
     def _log(self, step: int, metrics: dict, kind: str = "train") -> None:
+        """Log the row of the loop's 0-based `step` (-1: before training) as step `step + 1`:
+        rows count steps done, as checkpoints and messages do (corl.step_numbering)."""
         if self.log is not None and metrics:
-            self.log.log(step, metrics, kind)
+            self.log.log(step + 1, metrics, kind)

@@ -19,7 +19,7 @@ from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_a
 from corl.parallel import DataParallel, Exchange
 from corl.run_folder import check_writable
 from corl.tasks import task_spec
-from corl.tracking_wandb import check_wandb_installed
+from corl.tracking_wandb import check_wandb_ready
 from corl.trainer.agent import Agent
 
 
@@ -164,7 +164,7 @@ def preflight(cfg: RunConfig, run_dir: Path, num_rows: int) -> None:
         )
         warnings.warn(message, UserWarning, stacklevel=3)
     check_writable(run_dir)
-    check_wandb_installed(cfg)
+    check_wandb_ready(cfg)
     check_models(cfg)
 
 
