@@ -24,6 +24,7 @@ import os
 import stat
 
 log = logging.getLogger(__name__)
+_MAX_STEPS = 10_000_000  # folders entered or left by one removal
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
@@ -133,7 +134,7 @@ def _remove_under(parent: int, top: str) -> bool:
     ancestors: list[tuple[int, int]] = []  # (dev, ino) of each folder above `cur`, below `top`'s parent
     names: list[str] = []  # the name of `cur` in the folder above it
     try:
-        while True:
+        for _ in range(_MAX_STEPS):  # a process still writing (backend none has no PID walls) cannot keep us here
             child = _clear_one_level(cur, dev)
             if child is not None:
                 sub = _open_dir(cur, child)
@@ -158,6 +159,8 @@ def _remove_under(parent: int, top: str) -> bool:
                 os.rmdir(names.pop(), dir_fd=cur)
             except OSError:
                 return False  # something in it could not be removed: stop rather than loop
+        else:
+            return False
     finally:
         os.close(cur)
     with contextlib.suppress(OSError):
