@@ -57,6 +57,7 @@ _BETWEEN = (
 _BETWEEN_TOKEN = re.compile(r"\\(?:" + _BETWEEN + r")(?![a-zA-Z])|<|>")
 _BARE_BAR = re.compile(r"(?<!\\)\||\\vert(?![a-zA-Z])")
 _NORM_BAR = re.compile(r"\\\||\\Vert(?![a-zA-Z])")  # "7 \\| 8"; \\|v\\| is a pair
+_VALUE_SYMBOLS = "∅∞√∑∏∫∂∇′"  # math symbols that are (part of) a value
 _APPROX = re.compile(r"\\approx(?![a-zA-Z])")
 
 
@@ -90,7 +91,9 @@ def is_hedge(s: str) -> bool:
         return True
     if len(_BARE_BAR.findall(s)) % 2 or len(_NORM_BAR.findall(s)) % 2:  # "7 | 8"; |x| is a pair
         return True
-    if any(ord(c) > 127 and unicodedata.category(c) == "Sm" for c in s):  # 7 ∨ 8, ¬7, 7 → 8 (normalize maps ≤ ≥ ≈ ∪ ±)
+    if any(
+        ord(c) > 127 and unicodedata.category(c) == "Sm" and c not in _VALUE_SYMBOLS for c in s
+    ):  # 7 ∨ 8, ¬7, 7 → 8 (normalize maps ≤ ≥ ≈ ∪ ±)
         return True
     sides = _sides(s, _BETWEEN_TOKEN)
     if len(sides) < 2:
