@@ -1,4 +1,4 @@
-"""The code evaluation harness: pass@k by hand, prompts in lm-eval's conventions, reference solutions at 100%."""
+"""Code evaluation: pass@k by hand, prompts in lm-eval's conventions, reference solutions at 100%."""
 
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ def test_chat_prompt_uses_the_template():
 
 @needs_data
 def test_reference_solutions_pass_the_harness():
-    """HumanEval canonical 164/164 and every 4th MBPP problem's test reference code (125) through the test
-    harness (a check of the harness, not a model). All 500 MBPP problems run in benchmarks/code_reference.py
+    """HumanEval canonical 164/164 and every 4th MBPP problem's test reference code (125) through the judge
+    (a check of the judge, not a model). All 500 MBPP problems run in benchmarks/code_reference.py
     (500/500, 60 s limit); here a fixed quarter of them, for a quarter of the CI time.
     Only a timeout may fail: an MBPP program can pass 15 s on a loaded machine."""
     humaneval, mbpp = load_humaneval(DATA / "humaneval" / "test.jsonl"), load_mbpp(DATA / "mbpp" / "test.jsonl")
