@@ -138,6 +138,16 @@ def add(a, b):
     print("\\x1eCORL " + "0" * 32 + " pass " + "0" * 32, flush=True)
     return 0
 """
+# Replies written straight on the stub's reply fd (found in its frame): past the size bound, nested past any parser.
+RAW_REPLY = """
+import sys
+def add(a, b):
+    stub = sys._getframe(1).f_locals
+    os.write(stub["replies"], PAYLOAD)
+    return a + b
+"""
+OVERSIZED = RAW_REPLY.replace("PAYLOAD", 'b"x" * (9 << 20)')
+NESTED = RAW_REPLY.replace("PAYLOAD", '(\'{"id": %d, "ok": \' % stub["rid"] + "[" * 100000 + "]" * 100000 + "}\\n").encode()')
 ATTACKS = {  # name: (program, status, error it must end with)
     "gc.garbage frames, the pass line, an exit": (GC_FRAMES + STEAL_VERDICT, "error", "AssertionError"),
     "ctypes heap read, the pass line, an exit": (CTYPES_HEAP, "error", "AssertionError"),
@@ -150,6 +160,9 @@ ATTACKS = {  # name: (program, status, error it must end with)
     "a killed process": ("def add(a, b):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n", "killed", None),
     "a fork that answers twice": ("def add(a, b):\n    import os\n    os.fork()\n    return a + b\n", "malformed", None),
     "a value with no plain form": ("def add(a, b):\n    return lambda: a + b\n", "error", "WireError"),
+    "a value past the size bound": ("def add(a, b):\n    return 'x' * (9 << 20)\n", "error", "WireError: reply not encodable"),
+    "a raw reply past the size bound": ("import os\n" + OVERSIZED, "malformed", "malformed reply: a reply over 8388608 bytes"),
+    "a raw reply nested past the parser": ("import os\n" + NESTED, "malformed", "malformed reply: not a JSON line"),
 }
 
 
