@@ -27,3 +27,18 @@ def test_code_grades_by_the_hidden_tests_not_by_an_answer():
     problem = Problem("0", {"text": MBPP_ROW["text"]})
     assert task_spec("code").grade(texts, [problem] * 3, [MBPP_ROW] * 3, [None] * 3) == [True, False, False]
     assert not task_spec("code").grades_answers  # a code validation set needs no answer column
+
+
+def test_a_training_step_counts_the_checks_that_had_no_verdict(tiny_models, tiny_data, tmp_path):
+    """Issue 41: a math check past the grader's last wall guard is unknown, not False; every step's
+    metrics say how many there were since the last step (`grading/unknown`, 0 when none)."""
+    from conftest import tiny_config
+    from corl.answers import unknown_checks, verdict
+    from corl.config import validate_config
+    from corl.trainer import CohortTrainer
+
+    trainer = CohortTrainer(validate_config(tiny_config(tmp_path, tiny_models, tiny_data)))
+    unknown_checks()  # start from zero
+    assert verdict("\\log_{2} 1024", "10", timeout=1e-6) is None  # one check with no time at all
+    assert trainer.step(0)["grading/unknown"] == 1.0
+    assert trainer.step(1)["grading/unknown"] == 0.0
