@@ -1,7 +1,7 @@
 """What `corl train` prints while a cohort trains, on a terminal and in a log file alike.
 
     resumed from step 4 (runs/tiny-corl/checkpoints/step_000004); steps 5-12 to go
-    step 5/12  llama-char reward 0.41 label_acc 0.62 | qwen2-bpe reward 0.38 label_acc 0.59 | agree 0.55  3.1 s/step  eta 0:00:22
+    step 5/12  llama-char reward 0.41 label_acc 0.62 | qwen2-bpe reward 0.38 label_acc 0.59 | agree 0.55  3.1 s/step  eta 0:00:22  412 tok/s
     val after step 6: llama-char 0.438 | qwen2-bpe 0.406 | cohort 0.422
 
 Steps count from 1: "step N" is the N-th update, the row `step: N` of metrics.jsonl, the point N
@@ -79,7 +79,7 @@ class StepProgress:
         pass
 
     def step_line(self, step: int, metrics: dict) -> str:
-        """`step 5/12  a reward 0.41 label_acc 0.62 | b ... | agree 0.55  3.1 s/step  eta 0:00:22`."""
+        """`step 5/12  a reward 0.41 label_acc 0.62 | b ... | agree 0.55  3.1 s/step  eta 0:00:22  412 tok/s`."""
         parts = []
         for name in self.names:
             part = f"{name} reward {_num(metrics.get(f'{name}/reward_mean'))}"
@@ -94,6 +94,8 @@ class StepProgress:
         if done > 0 and self.started is not None:
             per_step = (time.monotonic() - self.started) / done
             line += f"  {per_step:.1f} s/step  eta {_clock(per_step * (self.total - step))}"
+        if metrics.get("time/tokens_per_s"):
+            line += f"  {metrics['time/tokens_per_s']:.0f} tok/s"
         return line
 
     def _print(self, text: str) -> None:
