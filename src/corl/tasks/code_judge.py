@@ -77,7 +77,7 @@ class Program:
     def __init__(self, request_fd: int, reply_fd: int) -> None:
         self.request_fd, self.reply_fd = request_fd, reply_fd
         os.set_blocking(request_fd, False)
-        self.buffer = b""
+        self.buffer = bytearray()
         self.next_id = -1
         self.failed: Abort | None = None
 
@@ -116,7 +116,9 @@ class Program:
                 raise self.fail("exit", "the program ended before its tests did") from None
 
     def _read_line(self, deadline: float) -> bytes:
-        while b"\n" not in self.buffer:
+        """One line from the program, at most MAX_LINE bytes (the buffer grows linearly, each chunk scanned once)."""
+        end = self.buffer.find(b"\n")
+        while end < 0:
             if len(self.buffer) > code_wire.MAX_LINE:
                 raise code_wire.WireError(f"a reply over {code_wire.MAX_LINE} bytes")
             if not select.select([self.reply_fd], [], [], max(deadline - time.monotonic(), 0))[0]:
@@ -124,8 +126,11 @@ class Program:
             chunk = os.read(self.reply_fd, 1 << 16)
             if not chunk:
                 raise self.fail("exit", "the program ended before its tests did")
+            newline = chunk.find(b"\n")
+            end = len(self.buffer) + newline if newline >= 0 else -1
             self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
         if len(line) > code_wire.MAX_LINE:
             raise code_wire.WireError(f"a reply over {code_wire.MAX_LINE} bytes")
         return line
