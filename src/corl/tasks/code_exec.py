@@ -76,7 +76,7 @@ def judge(program: str, job: Mapping, limits: Limits, pool: SandboxPool) -> tupl
 def _run_judge(job: Mapping, request_w: int, reply_r: int, timeout: float) -> dict:
     """The judge's verdict line; the judge holds the two pipe ends, this process closes its copies."""
     argv = [sys.executable, "-I", "-S", "-B", JUDGE, str(request_w), str(reply_r)]
-    try:
+    try:  # a judge that cannot start is a failed run, not an exception out of the batch
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -85,6 +85,8 @@ def _run_judge(job: Mapping, request_w: int, reply_r: int, timeout: float) -> di
             pass_fds=(request_w, reply_r),
             env=JUDGE_ENV,  # nothing of the host's environment: the judge needs none of it
         )
+    except OSError as e:
+        return {"status": "judge", "error": f"the judge did not start: {e}"}
     finally:
         os.close(request_w)  # the program sees EOF once the judge ends
         os.close(reply_r)
