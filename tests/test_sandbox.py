@@ -448,13 +448,22 @@ _BOMB = (
 )
 
 
-def _processes_in_namespace(ns: str) -> list[int]:
+def _ticks_since_boot() -> int:
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _processes_in_namespace(ns: str, started_by: int) -> list[int]:
+    """Processes in PID namespace `ns` started by tick `started_by`: a namespace's inode number is reused once it is
+    gone, so a sandbox started later (another run on a shared host) can show the same `ns` and is no survivor."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.readlink(f"/proc/{pid}/ns/pid") == ns:
+            with open(f"/proc/{pid}/stat") as f:
+                started = int(f.read().rsplit(")", 1)[1].split()[19])
+            if os.readlink(f"/proc/{pid}/ns/pid") == ns and started <= started_by:
                 found.append(int(pid))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             continue
     return found
 
@@ -462,10 +471,11 @@ def _processes_in_namespace(ns: str) -> list[int]:
 @walls
 def test_fork_bomb_leaves_no_survivors(backend):
     r = run(_BOMB, backend=backend, limits=Limits(wall_s=3.0, cpu_s=10, nproc=16))
+    returned = _ticks_since_boot()
     # Checked at once: every process of the run is dead when run_program returns.
     ns = r.stdout.split()[0]
     assert ns.startswith("pid:[") and ns != os.readlink("/proc/self/ns/pid")
-    assert _processes_in_namespace(ns) == []
+    assert _processes_in_namespace(ns, returned) == []
     assert r.status in (Status.TIMEOUT, Status.KILLED)
 
 
