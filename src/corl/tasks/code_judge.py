@@ -51,7 +51,8 @@ else:
     from corl.tasks import code_values, code_wire
 
 TESTS_MODULE = "__corl_tests__"  # __module__ of the classes the tests and setup define
-MARGIN_S = 1.0  # a call's answer may come this late after the stub's own per-call alarm
+MARGIN_S = 1.0
+JUDGE_MEMORY_MB = 2048  # address space of the judge process (its own values and the tests' work)  # a call's answer may come this late after the stub's own per-call alarm
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
@@ -252,12 +253,21 @@ def judge_calls(job: dict, program: Program, start: float) -> dict:
     return {"outcome": outcome}
 
 
+def bound_self(cpu_s: int) -> None:
+    """The judge's own limits: what the program's values make the tests do (list(range(2**60))) stays bounded."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_MB << 20, JUDGE_MEMORY_MB << 20))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+
+
 def main() -> None:
     start = time.monotonic()
     verdict_fd = os.dup(1)
     os.dup2(2, 1)  # the tests' prints go to stderr, not into the verdict
     program = Program(int(sys.argv[1]), int(sys.argv[2]))
     job = json.loads(sys.stdin.buffer.read())
+    bound_self(int(job.get("wall_s") or job["load_s"] + job["start_s"] + job["per_s"] * len(job["calls"])) + 5)
     verdict = judge_tests(job, program, start) if job["mode"] == "tests" else judge_calls(job, program, start)
     os.write(verdict_fd, json.dumps(verdict).encode() + b"\n")
 
