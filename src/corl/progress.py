@@ -53,7 +53,8 @@ class StepProgress:
         if start > 0:
             checkpoint = self.trainer.entry.checkpoint
             where = f" ({checkpoint})" if checkpoint is not None else ""
-            todo = f"steps {start + 1}-{total} to go" if start < total else "no step left to train"
+            todo = f"steps {start + 1}-{total} to go" if start + 1 < total else f"step {total} to go"
+            todo = todo if start < total else f"no step left to train (cohort.steps {total}; --set cohort.steps=M trains on)"
             self._print(f"resumed from step {start}{where}; {todo}")
         if self.trainer.log is not None:
             self.trainer.log.mirrors.append(self)
