@@ -268,6 +268,8 @@ class Run:
             for name in folders:
                 publish(self.run_dir, saved, name, record)
             write_selection(self.run_dir, record, list(record["folders"]))
+        if self.placement.is_main and (note := self.selector.unchosen()):
+            print(f"corl: {note}")
         return reason is not None
 
     def _log(self, step: int, metrics: dict, kind: str = "train") -> None:

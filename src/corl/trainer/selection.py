@@ -170,6 +170,20 @@ class Selector:
                 out.append(folder_name(rule, self.cfg.logging.select))
         return out
 
+    def unchosen(self) -> str | None:
+        """Why the label_free rule holds no point, where it was asked for and every candidate collapsed."""
+        if "label_free" not in self.rules:
+            return None
+        candidates = [p for p in self.state["points"] if p["candidate"]]
+        if not candidates or choose(candidates, "label_free") is not None:
+            return None
+        folder = folder_name("label_free", self.cfg.logging.select)
+        return (
+            f"logging.select label_free chose no point: all {len(candidates)} validation points collapsed (one agent "
+            f"gives one answer on >= cohort.stop.collapse_share {self.cfg.cohort.stop.collapse_share:g} of the prompts); "
+            f"RUN/{folder}/ is not written"
+        )
+
     def record(self) -> dict:
         """RUN/selection.json: every point, each rule's chosen step, the stop."""
         chosen = {}
