@@ -123,7 +123,8 @@ def selection_over_seeds(runs: dict[int, dict]) -> list[str]:
         for method, agents in runs[s]["methods"].items():
             for agent, e in agents.items():
                 for rule, entry in (e.get("selection") or {}).items():
-                    rows.setdefault((method, agent), {}).setdefault(rule, []).append(entry["mean"])
+                    if entry["mean"] is not None:  # None: label_free chose no point (every point collapsed)
+                        rows.setdefault((method, agent), {}).setdefault(rule, []).append(entry["mean"])
     if not rows:
         return []
     lines = ["", "Checkpoint selection (greedy test accuracy %, mean ± std over seeds; truth reads the validation answers):", ""]

@@ -1,5 +1,6 @@
 """Label-free scores, selection rules and stop rules on small hand-computed tables."""
 
+import json
 import math
 
 import pytest
@@ -293,3 +294,26 @@ def test_a_collapse_under_way_loses_to_the_point_before_it_began(tmp_path):
     assert second["variety"] == [pytest.approx(4.0)] and second["variety_kept"] == pytest.approx(0.5)
     assert second["label_free"] == pytest.approx(0.375)
     assert not second["collapsed"] and choose(sel.state["points"], "label_free")["step"] == 9
+
+
+def test_the_quickstart_reports_a_label_free_rule_that_chose_no_point(tmp_path):
+    from corl.studies.quickstart_selection import evaluate_selected, selection_table, summarize_selection
+
+    record = {
+        "folders": {"best": "label_free", "best-truth": "truth"},
+        "chosen": {"last": {"step": 39, "checkpoint_step": 40}, "label_free": None, "truth": {"step": 9, "checkpoint_step": 10}},
+    }
+    (tmp_path / "selection.json").write_text(json.dumps(record))
+    collapsed = evaluate_selected(tmp_path, "a", 0.2, accuracy=lambda folder: 0.5)
+    assert collapsed == {
+        "last": {"checkpoint_step": 40, "greedy": 0.2},
+        "label_free": {"checkpoint_step": None, "greedy": None},
+        "truth": {"checkpoint_step": 10, "greedy": 0.5},
+    }
+    chose = {"last": {"checkpoint_step": 40, "greedy": 0.3}, "label_free": {"checkpoint_step": 20, "greedy": 0.4}}
+    summary = summarize_selection([{"selection": collapsed}, {"selection": chose}])
+    assert summary["label_free"] == {"mean": 0.4, "std": 0.0, "steps": [20], "unchosen": 1}
+    alone = summarize_selection([{"selection": collapsed}])
+    assert alone["label_free"]["mean"] is None and alone["label_free"]["unchosen"] == 1
+    table = selection_table({"methods": {"ttrl": {"a": {"selection": alone}}}})
+    assert "| ttrl | a | 20.0 (step 40) | none (collapsed) | 50.0 (step 10) |" in table

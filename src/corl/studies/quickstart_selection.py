@@ -4,6 +4,11 @@ the validation accuracy would have chosen (RUN/best-truth/: a diagnostic, it rea
 
 Only the chosen checkpoints that differ from the last are evaluated, greedily (no T=1
 samples): at most two extra greedy passes over the test split per agent.
+
+`label_free` may choose no point: it never takes a collapsed one (one agent, one answer on
+>= cohort.stop.collapse_share of the validation prompts; corl.trainer.selection), so a run whose
+every point collapsed has no RUN/best/. Its entry is then {"checkpoint_step": None, "greedy":
+None}, and the table says "none (collapsed)" instead of an accuracy.
 """
 
 from __future__ import annotations
@@ -47,7 +52,10 @@ def evaluate_selected(run_dir: Path, agent: str, last_greedy: float, accuracy: C
     out = {"last": {"checkpoint_step": final, "greedy": last_greedy}}
     for rule in ("label_free", "truth"):
         chosen = record["chosen"][rule]
-        if chosen is None or rule not in folders:
+        if rule not in folders:
+            continue
+        if chosen is None:  # label_free: every point collapsed (truth: no answers)
+            out[rule] = {"checkpoint_step": None, "greedy": None}
             continue
         step = chosen["checkpoint_step"]
         greedy = last_greedy if step == final else accuracy(Path(run_dir) / folders[rule] / agent)
@@ -56,19 +64,22 @@ def evaluate_selected(run_dir: Path, agent: str, last_greedy: float, accuracy: C
 
 
 def summarize_selection(runs: list[dict]) -> dict | None:
-    """Over seeds: each rule's mean (and std) test accuracy and its chosen checkpoint steps."""
+    """Over seeds: each rule's mean (and std) test accuracy and its chosen checkpoint steps, over
+    the seeds where it chose one ("unchosen": the seeds where it chose none; mean None if all)."""
     selections = [r["selection"] for r in runs if r.get("selection")]
     if not selections:
         return None
     out = {}
     for rule in RULES:
         entries = [s[rule] for s in selections if rule in s]
+        chosen = [e for e in entries if e["greedy"] is not None]
         if entries:
-            values = [e["greedy"] for e in entries]
+            values = [e["greedy"] for e in chosen]
             out[rule] = {
-                "mean": statistics.fmean(values),
+                "mean": statistics.fmean(values) if values else None,
                 "std": statistics.pstdev(values) if len(values) > 1 else 0.0,
-                "steps": [e["checkpoint_step"] for e in entries],
+                "steps": [e["checkpoint_step"] for e in chosen],
+                "unchosen": len(entries) - len(chosen),
             }
     return out
 
@@ -92,6 +103,9 @@ def selection_table(results: dict) -> str:
 def _cell(entry: dict | None) -> str:
     if entry is None:
         return "-"
+    if entry["mean"] is None:
+        return "none (collapsed)"
     steps = ",".join(str(s) for s in entry["steps"])
     spread = f" ± {100 * entry['std']:.1f}" if entry["std"] else ""
-    return f"{100 * entry['mean']:.1f}{spread} (step {steps})"
+    unchosen = f"; {entry['unchosen']} seed(s): none (collapsed)" if entry.get("unchosen") else ""
+    return f"{100 * entry['mean']:.1f}{spread} (step {steps}{unchosen})"
