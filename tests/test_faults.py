@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from conftest import tiny_config
 from corl.checkpoint import CheckpointError
@@ -130,6 +131,22 @@ def test_a_full_disk_during_a_checkpoint_leaves_no_half_written_folder(tmp_path,
     assert not list((disk / "run" / "checkpoints").glob("step_*"))
 
 
+def test_a_full_disk_is_named_though_removing_the_half_written_folder_frees_it(small_disk):
+    # torch.save names no errno ("PytorchStreamWriter failed writing file ...: file write failed",
+    # inline_container.cc); the disk was full when it failed, though removing the 1.5 MiB written before
+    # frees them again: the documented line, not torch's traceback
+    from corl.checkpoint import _cleaned_up_on_failure
+
+    disk = small_disk(3)
+    tmp, final = disk / "checkpoints" / ".tmp_step_000001", disk / "checkpoints" / "step_000001"
+    (tmp / "agent0").mkdir(parents=True)
+    (tmp / "agent0" / "model.safetensors").write_bytes(b"\0" * (3 * 2**19))  # an agent's 1.5 MiB, written
+    full = r"step_000001: the disk is full \(0\.\d MiB free\)"
+    with pytest.raises(CheckpointError, match=full), _cleaned_up_on_failure(tmp, final):
+        torch.save(torch.zeros(2**20), tmp / "state.pt")  # 4 MiB more on a 3 MiB disk
+    assert not tmp.exists() and shutil.disk_usage(disk).free > 2**20
+
+
 def test_a_failure_inside_the_resume_rewrite_of_metrics_keeps_every_row(tmp_path):
     # the resume's rewrite of metrics.jsonl stopped half-way (here a file-size limit, as a kill or a full
     # disk would): the old rows stay whole, never a truncated file that a later resume would call done
@@ -145,6 +162,33 @@ def test_a_failure_inside_the_resume_rewrite_of_metrics_keeps_every_row(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # no temporary file left
     MetricsLog(tmp_path, tensorboard=False, resume_step=6).close()
     assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5]
+
+
+def test_a_kill_while_best_is_published_is_finished_by_the_resume(tmp_path, tiny_models, tiny_data):
+    # the checkpoint whose record chooses step S is saved, then the kill comes while RUN/best/ is
+    # copied: best/ still holds the other step, .tmp_best/ is half-written, selection.json is stale
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 2})
+    raw["logging"] |= {"eval_every": 1, "select": "truth", "tensorboard": False}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = Path(raw["output_dir"])
+    done = subprocess.run([sys.executable, "-m", "corl", "train", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads((run / "selection.json").read_text())
+    chosen = record["chosen"]["truth"]["checkpoint_step"]
+    other = run / "checkpoints" / f"step_{3 - chosen:06d}"
+    shutil.rmtree(run / "best")
+    shutil.copytree(other, run / "best")
+    (run / ".tmp_best").mkdir()
+    (run / ".tmp_best" / "state.pt").write_bytes(b"half")
+    (run / "selection.json").write_text(json.dumps({**record, "points": record["points"][:1]}))
+
+    done = subprocess.run([sys.executable, "-m", "corl", "train", "--resume", str(run)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((run / "best" / "state.json").read_text())["step"] == chosen
+    assert not (run / ".tmp_best").exists() and not (run / ".old_best").exists()
+    assert json.loads((run / "selection.json").read_text()) == record
+    assert json.loads((run / "best" / "selection.json").read_text())["chosen"] == record["chosen"]
 
 
 # -- a completion cut at the budget --------------------------------------------------------------------

@@ -179,6 +179,24 @@ def test_a_diverging_update_stops_the_run_and_a_normal_one_does_not(tmp_path, ti
         r"\d+(\.\d+)? \(from [\d.]+ to [\d.]+; health\.max_weight_norm_ratio is 1\.5\)\. Lower this agent's lr",
         said,
     ), said
+    assert "a resume keeps the run's lr, so start a new run (-o NEW_DIR)" in said and "resume from" not in said
+
+
+def test_the_advice_after_a_divergence_is_one_a_resume_accepts(tmp_path, tiny_models, tiny_data):
+    """The messages once said "lower its lr and resume": a resume refuses a changed lr. The advice is a
+    new run from the last good weights; what it names is what a resume would refuse."""
+    from corl.config import ConfigError, check_resume_config, validate_config
+    from corl.health import HealthError, check_weight_growth
+
+    with pytest.raises(HealthError) as stop:
+        check_weight_growth(13.0, 13.0, 1.5, "step 1: agent 'a' (agents.0.lr 1)")
+    said = str(stop.value)
+    assert "Lower this agent's lr: a resume keeps the run's lr, so start a new run (-o NEW_DIR)" in said
+    assert "RUN/checkpoints/step_K/AGENT" in said and "and resume" not in said
+    raw = tiny_config(tmp_path, tiny_models, tiny_data)
+    lowered = {**raw, "agents": [{**raw["agents"][0], "lr": 1e-4}, *raw["agents"][1:]]}
+    with pytest.raises(ConfigError, match="agents.0.lr"):  # why the advice is a new run, not a resume
+        check_resume_config(validate_config(raw), validate_config(lowered), "the run's record")
 
 
 def test_an_lr_that_overflows_adamw_is_a_config_error(tmp_path, tiny_models, tiny_data):

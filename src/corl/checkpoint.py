@@ -162,8 +162,10 @@ def _cleaned_up_on_failure(tmp: Path, final: Path) -> Iterator[None]:
     try:
         yield
     except Exception as err:  # torch.save and safetensors report a full disk as their own error types
-        shutil.rmtree(tmp, ignore_errors=True)
+        # measured before the half-written folder goes: removing it frees what it took (torch.save's
+        # "file write failed" names no errno, so the free space is what tells a full disk)
         free = shutil.disk_usage(tmp.parent).free if tmp.parent.exists() else 0
+        shutil.rmtree(tmp, ignore_errors=True)
         full = isinstance(err, OSError) and err.errno == errno.ENOSPC or free < 2**20 or "No space" in str(err)
         if not full:
             raise

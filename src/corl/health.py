@@ -39,13 +39,18 @@ def nonfinite_weight(model) -> str | None:
     return None
 
 
+# A resume keeps the run's configuration (agents.N.lr and grpo.* may not change: corl.config.files
+# RESUME_MAY_CHANGE), so the advice after a divergence is a new run from the last good weights.
+AFTER_DIVERGENCE = (
+    "a resume keeps the run's lr, so start a new run (-o NEW_DIR) with a lower agents.N.lr (or grpo.max_grad_norm) whose "
+    "agents' models are the last good checkpoint's agent folders (agents.N.model: RUN/checkpoints/step_K/AGENT)"
+)
+
+
 def check_weights(model, where: str) -> None:
     name = nonfinite_weight(model)
     if name is not None:
-        raise HealthError(
-            f"{where}: weight {name!r} holds NaN/inf values; the model cannot sample. "
-            "Resume from an earlier checkpoint (a lower lr, or max_grad_norm, keeps it finite)"
-        )
+        raise HealthError(f"{where}: weight {name!r} holds NaN/inf values; the model cannot sample. {AFTER_DIVERGENCE}")
 
 
 def weight_norm(model) -> float:
@@ -63,7 +68,7 @@ def check_weight_growth(after: float, ratio: float, limit: float | None, where: 
         raise HealthError(
             f"{where}: the update diverged: it multiplied the norm of the weights by {ratio:.3g} "
             f"(from {after / ratio:.4g} to {after:.4g}; health.max_weight_norm_ratio is {limit:g}). "
-            "Lower this agent's lr and resume from an earlier checkpoint"
+            f"Lower this agent's lr: {AFTER_DIVERGENCE}"
         )
 
 

@@ -12,7 +12,15 @@ from corl.checkpoint import checkpoint_step, latest_checkpoint, load_loop_state,
 from corl.checkpoint_sharded import agreed_checkpoint
 from corl.config import RunConfig, dump_config
 from corl.data import Problem
-from corl.health import CollapseMonitor, HealthError, check_weight_growth, check_weights, nonfinite, stop_or_warn
+from corl.health import (
+    AFTER_DIVERGENCE,
+    CollapseMonitor,
+    HealthError,
+    check_weight_growth,
+    check_weights,
+    nonfinite,
+    stop_or_warn,
+)
 from corl.labels import build_label_source, label_source_spec
 from corl.models import resolve_device
 from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
@@ -24,6 +32,7 @@ from corl.tasks import task_spec
 from corl.tracking import MetricsLog
 from corl.tracking_wandb import wandb_mirrors
 from corl.trainer.agent import Agent
+from corl.trainer.best_folders import finish_publishing
 from corl.trainer.selection import Selector, publish, write_selection
 from corl.trainer.setup import build_agent, check_disk, load_eval_data, load_train_data, preflight, sampling_seed
 from corl.trainer.update import UpdateStats
@@ -111,6 +120,8 @@ class Run:
         self.monitor = CollapseMonitor(self.names, cfg.health.collapse_steps, self.reward.binary, console=self.placement.is_main)
         self.monitor.load_state_dict(self.loop_state.get("health", {}))
         self.selector = Selector(cfg, self.names, self.loop_state)
+        if checkpoint is not None and self.selector.active and self.placement.commits_checkpoints:
+            finish_publishing(self.run_dir, self.selector.record())  # a kill while RUN/best/ was published
         self.log = None
         if self.placement.is_main:
             self._open_run_folder()
@@ -147,7 +158,7 @@ class Run:
             check_weights(agent.model, f"step {step + 1}: agent {agent.name!r}")
             raise HealthError(
                 f"step {step + 1}: agent {agent.name!r}: sampling failed on NaN/inf probabilities ({err}); its weights are finite "
-                "but too large (diverged: lower its lr). Resume from an earlier checkpoint"
+                f"but too large (diverged). Lower its lr: {AFTER_DIVERGENCE}"
             ) from err
 
     def _check_rewards(self, step: int, rewards: dict[int, torch.Tensor]) -> None:
