@@ -1,7 +1,9 @@
 """Checkpoints that load anywhere and resume exactly.
 
 Layout of `RUN_DIR/checkpoints/step_000120/`:
-    <agent>/            save_pretrained model + tokenizer (from_pretrained, eval harnesses)
+    <agent>/            save_pretrained model + tokenizer (from_pretrained, eval harnesses); under
+                        FSDP2 only at the final step, the steps best/ publishes and on `corl export`
+                        (the other steps hold the tokenizer and sharded/, corl.checkpoint_sharded)
     <agent>/trainer.pt  optimizer state
     <agent>/README.md   its Hugging Face model card: method, teacher, data, steps, validation (corl.model_card)
     <agent>/adapter/    with compute.lora: the adapters unmerged, peft's format (a resume loads
@@ -107,9 +109,15 @@ def save_checkpoint(
     write_state: bool = True,
     barrier=None,
     record: dict | None = None,
+    gathered: bool = True,
 ) -> Path:
     """Write `agents` and (if write_state) the loop state for `step` (steps done so far),
     with the run's `record` (the configuration it started with: what a resume compares with).
+
+    `gathered=False`: an FSDP2 agent writes its shards only (what a resume needs), not the
+    whole model gathered into a Hugging Face folder (`corl export RUN --step N` writes it
+    later); the run writes that folder for best/ and the final step. Without FSDP the
+    Hugging Face folder is the checkpoint, and is written either way.
 
     In a multi-process run every process passes the agents it hosts and the same
     `barrier`; `Agent.save` lets each agent's dp rank 0 write it, and only the process
@@ -126,7 +134,10 @@ def save_checkpoint(
     barrier()
     with _cleaned_up_on_failure(tmp, final):
         for agent in agents:
-            agent.save(tmp / agent.name)  # model + tokenizer (HF format) and trainer.pt
+            if gathered:
+                agent.save(tmp / agent.name)  # model + tokenizer (HF format) and trainer.pt
+            else:
+                agent.save(tmp / agent.name, gathered=False)  # FSDP2: the shards (and the tokenizer) alone
     barrier()
     if write_state:
         with _cleaned_up_on_failure(tmp, final):

@@ -5,8 +5,10 @@ with torch.distributed.checkpoint (DCP) into `<agent>/sharded/` (one file per ra
 metadata). A resume on any number of ranks per agent reads the pieces it needs: DCP
 addresses every tensor by name and global offsets, not by the rank that wrote it. With
 LoRA only the trainable tensors are there; the base model is the run's own. The plain
-Hugging Face folder beside it is still written (gathered, by the agent's dp rank 0), so
-every checkpoint loads with from_pretrained and vLLM whatever the world size that wrote it.
+Hugging Face folder beside it (gathered, by the agent's dp rank 0; loads with from_pretrained
+and vLLM whatever the world size that wrote it) is written for the final step and the steps
+best/ publishes; the other steps hold the shards alone (a whole-model gather and a full copy
+per step saved), and `corl export RUN --step N` (`export_checkpoint`) writes it from them.
 
 Nodes without a shared disk: at start the ranks that see the same run directory find each
 other (`disks`); the lowest of each set commits the checkpoints on its disk
@@ -72,6 +74,70 @@ def load_sharded(model, optimizer, folder: Path, group) -> None:
     else:  # saved before the first optimizer step: the optimizer starts fresh, as it was
         set_model_state_dict(model, state["model"], options=_options())
         optimizer.state.clear()
+
+
+def holds_gathered(agent_folder: Path) -> bool:
+    """Whether a checkpoint's agent folder holds the Hugging Face model (else only its shards)."""
+    return (agent_folder / "config.json").is_file()
+
+
+def export_agent(cfg, index: int, folder: Path) -> None:
+    """Gather the shards in `folder`/sharded/ of agent `index` of the run `cfg` into a Hugging Face
+    model folder beside them (LoRA merged, its adapters also unmerged in adapter/, as a gathered
+    checkpoint holds them), in one process: the run's own model with its LoRA adapters and frozen
+    vision tower, as the run built it, then every saved tensor read into it (DCP reads all shards)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    from corl.models import ADAPTER_FOLDER, add_lora, load_agent_policy, save_adapter, save_policy
+
+    agent = cfg.agents[index]
+    model, _, processor = load_agent_policy(agent.model, agent.tokenizer, "cpu")
+    if agent.freeze_vision and processor is not None:  # as Agent: every parameter outside the language model and head
+        language = {id(p) for p in model.get_decoder().parameters()} | {id(p) for p in model.get_output_embeddings().parameters()}
+        for parameter in model.parameters():
+            if id(parameter) not in language:
+                parameter.requires_grad_(False)
+    if cfg.compute.lora is not None:
+        model = add_lora(model, cfg.compute.lora)
+    if not agent.train:
+        model.requires_grad_(False)
+    shards = folder / SHARDED_FOLDER
+    try:
+        state = {"model": get_model_state_dict(model, options=_options())}
+        dcp.load(state, storage_reader=dcp.FileSystemReader(shards))
+    except Exception as err:  # noqa: BLE001 - DCP reports a missing file or key as CheckpointException
+        raise CheckpointError(f"cannot read the sharded model in {shards}: {err}") from err
+    set_model_state_dict(model, state["model"], options=_options())
+    save_policy(model, folder)
+    if cfg.compute.lora is not None:
+        save_adapter(model, folder / ADAPTER_FOLDER)
+
+
+def export_checkpoint(run_dir: Path, checkpoint: Path, say=print) -> list[Path]:
+    """Write the Hugging Face folder of every agent of `checkpoint` (a step of run `run_dir`) that
+    holds only its shards; returns every agent folder, exported now or before."""
+    from corl.config import load_config
+    from corl.model_card import write_model_cards
+
+    cfg = load_config(run_dir / "config.yaml")
+    folders = []
+    for index, agent in enumerate(cfg.agents):
+        folder = checkpoint / agent.name
+        if not folder.is_dir():
+            continue
+        folders.append(folder)
+        if holds_gathered(folder):
+            say(f"{folder}: a Hugging Face model folder already")
+            continue
+        if not (folder / SHARDED_FOLDER).is_dir():
+            raise CheckpointError(f"{folder} holds neither a model (config.json) nor its shards ({SHARDED_FOLDER}/)")
+        export_agent(cfg, index, folder)
+        say(f"{folder}: written from {folder / SHARDED_FOLDER}")
+    if not folders:
+        raise CheckpointError(f"checkpoint {checkpoint} holds no folder of the run's agents")
+    write_model_cards(checkpoint, run_dir, checkpoint_step(checkpoint))
+    return folders
 
 
 # -- which ranks write where ------------------------------------------------------------------------

@@ -184,6 +184,12 @@ def _pick_checkpoint(run: Path, step: str | None) -> Path:
 def _agents(run: Path | None, checkpoint: Path) -> list[Target]:
     """Every agent folder of `checkpoint`, in the run's agent order (else by name)."""
     folders = {p.name: p for p in checkpoint.iterdir() if p.is_dir() and (p / "config.json").is_file()}
+    if not folders and any((p / "sharded").is_dir() for p in checkpoint.iterdir()):  # an FSDP2 run's step between
+        run_arg = str(run) if run is not None else "RUN"
+        raise TargetError(
+            f"checkpoint {str(checkpoint)!r} holds its agents' FSDP2 shards only (the Hugging Face folders are written "
+            f"for the final step and best/); write them first: corl export {run_arg} --step {int(checkpoint.name[5:])}"
+        )
     if not folders:
         raise TargetError(f"checkpoint {str(checkpoint)!r} holds no agent folder (with config.json): {EXPECTED}")
     order = list(folders)

@@ -5,6 +5,7 @@
     corl train --resume runs/my-run                       # continue where it stopped
     corl eval CKPT [CKPT ...] --data FILE                 # greedy, avg@k, maj@k, pooled maj@k
     corl eval RUN                                         # every agent of a run, on its validation set
+    corl export RUN --step 40                             # a sharded (FSDP2) step's Hugging Face folders
     corl grade FILE                                       # completions from any generator, graded
     corl quickstart                                       # the embedded default, CPU, minutes
 
@@ -47,7 +48,19 @@ def _not_inside_a_multiprocessing_child() -> None:
     importlib.import_module("corl.studies.plugins")
 
 
-_COMMAND_MODULES = ("train", "plan", "evaluate", "grade", "quickstart", "theory", "diversity", "rephrase", "suite", "data")
+_COMMAND_MODULES = (
+    "train",
+    "plan",
+    "evaluate",
+    "grade",
+    "quickstart",
+    "theory",
+    "diversity",
+    "rephrase",
+    "suite",
+    "data",
+    "export",
+)
 
 for _name in _COMMAND_MODULES:
     importlib.import_module(f"{__name__}.{_name}").register(app)

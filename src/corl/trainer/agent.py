@@ -185,15 +185,22 @@ class Agent:
             # its engine was built from the policy's weights (the teacher's copy before this load)
             self.teacher_engine.sync_weights(self.teacher)
 
-    def save(self, folder: Path) -> None:
+    def save(self, folder: Path, gathered: bool = True) -> None:
         """Write this agent: a Hugging Face model folder (weights, tokenizer), with LoRA its
         unmerged adapters in folder/adapter/, and what a resume needs: trainer.pt, or under
         FSDP each rank's shards of the model and optimizer in folder/sharded/.
 
+        Under FSDP `gathered=False` writes the shards and the tokenizer only (no whole-model
+        gather): what a resume needs; `corl export` writes the model folder from them later.
         Every rank of the agent's dp group calls it (gathering a sharded model is a
         collective); its dp rank 0 writes the folder.
         """
         self.dp.check_replicas(self.model)
+        if self.dp.fsdp and not gathered:
+            save_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
+            if self.dp.rank == 0:
+                (self.processor or self.tokenizer).save_pretrained(folder)
+            return
         weights = self.dp.full_model_state(self.model)
         if self.dp.fsdp:
             save_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)

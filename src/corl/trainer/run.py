@@ -189,10 +189,12 @@ class Run:
         (`corl.trainer.validation`)."""
         return validate(self)
 
-    def checkpoint(self, steps_done: int) -> Path | None:
+    def checkpoint(self, steps_done: int, gathered: bool = False) -> Path | None:
         """Every agent's dp-rank 0 writes its agent's folder (all its ranks take part: a sharded
         model is gathered, and each rank writes its shards); the rank that commits checkpoints
-        on each disk (the main process on a shared one) writes the loop state."""
+        on each disk (the main process on a shared one) writes the loop state. Under FSDP2 the
+        whole model is gathered into a Hugging Face folder only when `gathered` (the final step,
+        a step best/ publishes); the other steps hold the shards (`corl export` gathers them)."""
         self.loop_state["health"] = self.monitor.state_dict()
         return save_checkpoint(
             self.run_dir,
@@ -202,6 +204,7 @@ class Run:
             write_state=self.placement.commits_checkpoints,
             barrier=self.exchange.barrier,
             record=self.entry.record,
+            gathered=gathered,
         )
 
     def train(
@@ -247,10 +250,10 @@ class Run:
             self.entry.release()  # the folder's lock (corl.run_folder): the run has ended
         return last
 
-    def _checkpoint_once(self, done: int) -> Path:
+    def _checkpoint_once(self, done: int, gathered: bool = False) -> Path:
         """The checkpoint `done` steps in: the one written already (a validation point's), else a new one."""
         saved = latest_checkpoint(self.run_dir)
-        return saved if saved is not None and checkpoint_step(saved) == done else self.checkpoint(done)
+        return saved if saved is not None and checkpoint_step(saved) == done else self.checkpoint(done, gathered)
 
     def _validation_point(self, step: int) -> dict[str, float]:
         """Validate after `step` (-1: before training), record the point's label-free scores
@@ -273,7 +276,7 @@ class Run:
         folders = self.selector.folders_at(done)
         if not (final or reason or folders):
             return False
-        saved = self.checkpoint(done) if final else self._checkpoint_once(done)
+        saved = self.checkpoint(done, gathered=True) if final else self._checkpoint_once(done, gathered=True)
         if self.selector.active and self.placement.commits_checkpoints:
             record = self.selector.record()
             for name in folders:

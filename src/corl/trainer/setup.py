@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from corl.checkpoint import KEEP_LAST, CheckpointError, check_free_space, checkpoint_bytes, checkpoint_step
+from corl.checkpoint_sharded import SHARDED_FOLDER
 from corl.config import ConfigError, RunConfig
 from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, build_problems, load_rows
 from corl.health import check_weights
@@ -107,6 +108,8 @@ def build_agent(
     base model, and its adapters, built as at the start (same order for the optimizer state),
     take the checkpoint's unmerged ones (weights/adapter/)."""
     agent_cfg = cfg.agents[index]
+    if weights is not None and not (weights / "config.json").is_file() and (weights / SHARDED_FOLDER).is_dir():
+        weights = None  # a sharded-only checkpoint (FSDP2): the run's own model, then Agent.load reads the shards
     adapters = weights / ADAPTER_FOLDER if weights is not None and cfg.compute.lora is not None else None
     if adapters is not None:
         weights_source, tokenizer_source = agent_cfg.model, agent_cfg.tokenizer
