@@ -89,3 +89,15 @@ def test_a_short_split_or_a_changed_schema_is_refused_and_nothing_is_written(tmp
     )
     result = runner.invoke(app, ["data", "math-500", "--out", str(out)])
     assert result.exit_code == 2 and "unknown dataset 'math-500'; did you mean 'math500'?" in " ".join(result.output.split())
+
+
+def test_the_suite_reads_what_corl_data_wrote(tmp_path, monkeypatch):
+    """`corl data` writes the suite's layout (math500/test.jsonl, ...): a ./data with its manifest is the default root."""
+    from corl.suite import default_data_root
+
+    monkeypatch.delenv("CORL_BENCHMARK_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    assert default_data_root() != tmp_path / "data"  # a folder named data is not enough
+    (tmp_path / "data" / "MANIFEST.json").write_text("{}")
+    assert default_data_root() == tmp_path / "data"

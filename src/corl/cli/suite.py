@@ -25,7 +25,9 @@ def suite_command(
     suite: str = typer.Option("paper-text", "--suite", "-s", help=SUITE_HELP),
     out: Path = typer.Option(Path("suite-results"), "--out", help="Folder of cells and results; rerun into it to resume."),
     data: list[str] = typer.Option([], "--data", help="NAME=PATH: another file for one benchmark (repeatable)."),
-    data_root: Path | None = typer.Option(None, "--data-root", help="Folder of the default files (else ../shared/data)."),
+    data_root: Path | None = typer.Option(
+        None, "--data-root", help="Folder of the default files (else ./data as corl data writes it, else ../shared/data)."
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="First N problems per benchmark (smoke runs)."),
     engine: str = typer.Option("auto", "--engine", help="auto (vLLM when installed, else hf), hf or vllm."),
     seeds: str | None = typer.Option(None, "--seeds", help="Seeds for every benchmark, e.g. 0,1,2 (default: the table's)."),

@@ -204,7 +204,9 @@ class SuiteConfig(_Strict):
     )
     engine: Literal["auto", "hf", "vllm"] = Field("auto", description="auto (vLLM when installed, else hf), hf or vllm.")
     data: dict[str, str] = Field(default_factory=dict, description="Another file for a benchmark: {NAME: PATH}.")
-    data_root: str | None = Field(None, description="Folder of the default benchmark files (None: ../shared/data).")
+    data_root: str | None = Field(
+        None, description="Folder of the default benchmark files (None: ./data as corl data writes it, else ../shared/data)."
+    )
     limit: int | None = Field(None, ge=1, description="First N problems per benchmark (smoke runs only).")
     max_tokens: int | None = Field(None, ge=1, description="Token budget for every benchmark (smoke runs only).")
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples per figure (0 = no intervals).")

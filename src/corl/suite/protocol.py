@@ -197,9 +197,13 @@ def parse_data_overrides(items: list[str], known: list[Benchmark]) -> dict[str, 
 
 
 def default_data_root() -> Path:
-    """$CORL_BENCHMARK_DATA, else ../shared/data from the working directory, else beside the checkout."""
+    """$CORL_BENCHMARK_DATA, else ./data when `corl data` wrote it (its MANIFEST.json; the same layout),
+    else ../shared/data from the working directory, else beside the checkout."""
     if os.environ.get(DATA_ROOT_ENV):
         return Path(os.environ[DATA_ROOT_ENV]).expanduser()
+    written = Path.cwd() / "data"
+    if (written / "MANIFEST.json").is_file():
+        return written
     here = Path.cwd().parent / "shared" / "data"
     if here.is_dir():
         return here
