@@ -168,13 +168,15 @@ def test_answers_refuse_problems_loaded_without_the_code_source():
 
 
 @needs_data
-def test_real_model_code_config_loads_its_rows_and_prompt_fields(monkeypatch):
+def test_real_model_code_config_loads_its_rows_and_prompt_fields(monkeypatch, tmp_path):
     from pathlib import Path
 
     from corl.config import load_config
 
     root = Path(__file__).resolve().parents[1]
-    monkeypatch.chdir(root)  # the config's ../shared/data paths are relative to the checkout, as for math
+    # the config reads data/ (as `corl data` writes it) relative to where corl runs: here, the shared copy
+    (tmp_path / "data").symlink_to(SHARED_DATA.resolve())
+    monkeypatch.chdir(tmp_path)
     cfg = load_config(root / "configs" / "code-mbpp-qwen-llama.yaml")
     assert (cfg.data.task, cfg.data.answer_field) == ("code", None)
     rows = load_rows(cfg.data.train)
