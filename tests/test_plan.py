@@ -202,7 +202,7 @@ def test_paper_config_plans_the_public_3b_models(tmp_path):
     assert [ag.dp for rank in plan.ranks for ag in rank.agents] == [4, 4]  # four ranks per agent
     assert plan.fits and not plan.advice
     # too many sequences per forward: the plan says so, and names the option to change
-    too_big = paper_run(tmp_path, "grpo.minibatch_size=16")
+    too_big = paper_run(tmp_path, "grpo.minibatch_size=64")  # vLLM asleep through the update: 35 fits
     refused = plan_run(too_big, Machine(8, 80 * GIB, "cuda", "8 x 80 GiB"))
     assert refused.fits is False
     assert "grpo.minibatch_size=" in refused.advice[0]
@@ -227,6 +227,28 @@ def test_fsdp_plans_the_chunked_head_and_a_sharded_bf16_reference(tmp_path):
     assert {i.what: i.bytes for i in qwen.phases["score"]}["gathered weights"] == 2 * 3_085_938_688
     fp32 = plan_run(paper_run(tmp_path, "grpo.beta=0.04", "compute.bf16=false"), Machine(8, 80 * GIB, "cuda", "x"))
     assert {i.what: i.bytes for i in fp32.ranks[0].agents[0].states}["KL reference shard"] == 4 * 771_484_672
+
+
+def test_vllm_samples_without_gathering_and_sleeps_through_the_update(tmp_path):
+    """vLLM samples from its own copy: no "gathered weights" while sampling (the HF engine gathers
+    the bf16 policy: 2 B a parameter); with rollout.sleep_mode its share of the device
+    (0.35 x 80 GiB = 28 GiB) counts in the sample phase only. Llama-3.2-3B on 4 ranks: a rank's
+    states are 16 B per parameter of its shard (float32 parameters and gradients, two AdamW
+    moments): 16 x 803,187,456 = 12,850,999,296 B = 11.97 GiB; sample peak 39.97 GiB."""
+    machine = Machine(8, 80 * GIB, "cuda", "8 x 80 GiB")
+    states, engine = 16 * 803_187_456, 28 * GIB
+    asleep = plan_run(paper_run(tmp_path), machine)  # as shipped: sleep_mode, 0.35, minibatch 15
+    rank = asleep.ranks[1]
+    [llama] = rank.agents
+    assert llama.name == "llama" and llama.phases["sample"] == []
+    assert rank.totals["sample"] == states + engine
+    update = sum(i.bytes for i in llama.phases["update"])
+    assert rank.totals["update"] == states + update and rank.totals["score"] == states  # the engine asleep
+    assert asleep.worst.peak == states + engine <= 40 * GIB
+    awake = plan_run(paper_run(tmp_path, "rollout.sleep_mode=false"), machine)
+    assert awake.ranks[1].totals["update"] == states + engine + update
+    hf = plan_run(paper_run(tmp_path, "rollout.engine=hf"), machine)
+    assert {i.what: i.bytes for i in hf.ranks[1].agents[0].phases["sample"]}["gathered weights"] == 2 * 3_212_749_824
 
 
 def test_warn_goes_on_and_stop_refuses(tmp_path):

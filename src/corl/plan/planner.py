@@ -254,10 +254,12 @@ def _head_chunk(cfg: RunConfig, facts: ModelFacts) -> int | None:
 
 
 def sample_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
-    """Sampling: FSDP gathers the whole model (Agent.generating); the HF engine's KV cache."""
+    """Sampling: the HF engine samples from the policy itself, so FSDP gathers the whole model
+    (Agent.generating), and its KV cache. vLLM samples from its own copy (its engine item): the
+    policy stays sharded, and its weights reach the engine one tensor at a time (sync_weights)."""
     items = []
     facts, prec = plan.facts, plan.precision
-    if cfg.distributed.fsdp:
+    if cfg.distributed.fsdp and cfg.rollout.engine == "hf":
         width = a.BF16 if cfg.compute.bf16 else a.FP32
         items.append(Item("gathered weights", width * facts.params, "FSDP2 unshards the whole model to sample"))
     if cfg.rollout.engine == "hf":

@@ -88,6 +88,9 @@ class VLLMEngine:
     """Batched sampling with vLLM, colocated with the trainer that owns `model`."""
 
     Options = VLLMOptions  # rollout.vllm: {...} (or the same keys flat under rollout:)
+    # It samples from its own copy of the weights: the trainer keeps its policy sharded while
+    # it samples (Agent.sample enters no gather); sync_weights brings each step's weights over.
+    holds_weights = True
 
     def __init__(
         self,
@@ -382,8 +385,10 @@ class VLLMEngine:
     # -- memory ---------------------------------------------------------------------------------
 
     def sleep(self) -> None:
-        """GPU: level 1 (weights to host memory, KV cache dropped); the next sync or generate
-        wakes what it needs. CPU: nothing (said once when the engine was built)."""
+        """GPU: level 1 (weights to host memory, KV cache dropped; vLLM's share of the device
+        is free for the update); the next sync or generate wakes what it needs. Level 1, not 2:
+        a step without an optimizer step syncs nothing, and the engine then needs its old
+        weights back. CPU: nothing (said once when the engine was built)."""
         if not self.sleep_mode or self._asleep:
             return
         self.llm.sleep(level=1)
@@ -395,6 +400,10 @@ class VLLMEngine:
     def _wake(self, *tags: str) -> None:
         todo = [t for t in tags if t in self._asleep]
         if todo:
+            if torch.cuda.is_available():
+                # the update's freed blocks go back to the device first: vLLM maps its share
+                # again with its own allocator, which cannot use what torch's cache holds
+                torch.cuda.empty_cache()
             self.llm.wake_up(tags=todo)
             self._asleep -= set(todo)
 
