@@ -114,8 +114,13 @@ class Agent:
         return self.dp.gathered(self.model)
 
     def sample(self, problems: list[Problem], num_samples: int, params: SamplingParams) -> Rollout:
-        with self.generating():
+        if getattr(self.engine, "holds_weights", False):
+            # vLLM samples from its own copy (synced after each step, one tensor gathered at a
+            # time): the policy stays sharded, and ranks need not pair any collective here.
             rollout = self.engine.generate(self.prompts(problems), num_samples, params)
+        else:
+            with self.generating():  # the HF engine samples from the policy itself
+                rollout = self.engine.generate(self.prompts(problems), num_samples, params)
         # vLLM's sleep mode (GPUs) frees the engine's memory while the agent trains; the weight
         # sync and the next generate wake it. The HF engine shares the weights: nothing to free.
         self.engine.sleep()
