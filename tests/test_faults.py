@@ -50,6 +50,17 @@ def test_a_non_utf8_byte_names_the_file_and_line(tmp_path):
             load_rows(str(path))
 
 
+def test_a_config_that_is_a_folder_or_not_utf8_is_named(tmp_path):
+    from corl.config import load_config
+
+    with pytest.raises(ConfigError, match=r"config file '.*' is a folder; give the YAML file itself"):
+        load_config(tmp_path)
+    # byte 28: 11 of "agents: []\n", 17 of "data: {train: caf"
+    (tmp_path / "run.yaml").write_bytes("agents: []\ndata: {train: caf\xe9.jsonl}\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"run.yaml line 2: byte 28 \(0xe9\) is not UTF-8; save the file as UTF-8"):
+        load_config(tmp_path / "run.yaml")
+
+
 def test_a_missing_model_names_the_agent(tmp_path, tiny_models, tiny_data, monkeypatch):
     raw = tiny_config(tmp_path, tiny_models, tiny_data)
     raw["agents"][1]["model"] = str(tmp_path / "no" / "such" / "model")
@@ -111,6 +122,28 @@ def test_a_disk_too_small_for_a_checkpoint_is_refused_up_front(tmp_path, tiny_mo
     ):
         CohortTrainer(validate_config(raw), disk / "run")
     assert not (disk / "run" / "metrics.jsonl").exists()  # stopped before anything was written
+
+
+def test_an_error_message_prints_user_text_as_it_is(tmp_path):
+    # rich would print ":train:" as an emoji: "tiny:train:2000" came out as "tiny\U0001f68b2000"
+    raw = {"agents": [{"name": n, "model": "/nowhere/tiny:train:2000"} for n in "ab"], "data": {"train": "x.jsonl"}}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    done = subprocess.run([sys.executable, "-m", "corl", "train", str(config)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "'/nowhere/tiny:train:2000' not found" in done.stderr, done.stderr
+
+
+def test_not_enough_disk_space_is_an_input_error(tmp_path, tiny_models, tiny_data, small_disk):
+    # nothing ran: exit 2 (an input error, like an output_dir that takes no files), not 1 (a run that failed)
+    disk = small_disk(1)
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, logging={"tensorboard": False})
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    done = subprocess.run(
+        [sys.executable, "-m", "corl", "train", str(config), "-o", str(disk / "run")], capture_output=True, text=True
+    )
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "not enough disk space for 1 checkpoint" in said and "Traceback" not in said, said
 
 
 def test_a_full_disk_during_a_checkpoint_leaves_no_half_written_folder(tmp_path, tiny_models, tiny_data, small_disk):
@@ -189,6 +222,23 @@ def test_a_kill_while_best_is_published_is_finished_by_the_resume(tmp_path, tiny
     assert not (run / ".tmp_best").exists() and not (run / ".old_best").exists()
     assert json.loads((run / "selection.json").read_text()) == record
     assert json.loads((run / "best" / "selection.json").read_text())["chosen"] == record["chosen"]
+
+
+def test_an_early_stop_is_part_of_its_validation_row(tmp_path, tiny_models, tiny_data):
+    # the stop once came as a second (step, val) row after the point's own: one step, one row per kind
+    from corl.tracking import read_metrics
+
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 3}, logging={"tensorboard": False, "eval_every": 1})
+    raw["cohort"]["stop"] = {"rule": "plateau", "patience": 1, "min_delta": 10.0}  # no point can improve by 10
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    done = subprocess.run([sys.executable, "-m", "corl", "train", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped early" in done.stdout + done.stderr
+    rows = read_metrics(Path(raw["output_dir"]), "val")
+    steps = [r["step"] for r in rows]
+    assert len(steps) == len(set(steps)) == 2, rows
+    assert "stop/early" not in rows[0] and rows[1]["stop/early"] == 1.0 and "agent0/val_accuracy" in rows[1]
 
 
 # -- a completion cut at the budget --------------------------------------------------------------------

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from corl.config import ConfigError
 from corl.model_card import write_model_cards
 
 
@@ -66,6 +67,10 @@ class CheckpointError(RuntimeError):
     """A checkpoint could not be written (full disk, ...) or read (a missing or corrupted file)."""
 
 
+class NotEnoughSpace(CheckpointError, ConfigError):
+    """Refused up front, before anything ran: an input error (exit 2), like an output_dir that takes no files."""
+
+
 def checkpoint_bytes(agents) -> int:
     """About how many bytes one checkpoint of `agents` takes: the saved weights (LoRA adapters
     merged: the full model), AdamW's two moments per trainable parameter, an EMA teacher's
@@ -91,7 +96,7 @@ def check_free_space(run_dir: str | Path, needed: int, what: str) -> None:
         folder = folder.parent
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise CheckpointError(
+        raise NotEnoughSpace(
             f"not enough disk space for {what} in {run_dir}: about {needed / 2**20:.1f} MiB needed, "
             f"{free / 2**20:.1f} MiB free; free space there, choose another output_dir (-o), or checkpoint less often"
         )

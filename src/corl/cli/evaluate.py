@@ -77,7 +77,7 @@ def evaluate(
     from corl.answers import EXTRACTION_MODES
     from corl.run_targets import DATA_OPTIONS, PROMPT_OPTIONS, TargetError, resolve_targets, run_defaults
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, emoji=False)  # "tiny:train:2000" is a data source, not an emoji code
     try:  # a run folder means every agent of its checkpoint, each named by its agent
         targets = resolve_targets(models, step)
         taken, note = run_defaults(targets, _given(ctx))

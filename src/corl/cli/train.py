@@ -26,7 +26,7 @@ def train(
     from corl.config import ConfigError, load_config
     from corl.progress import StepProgress, summary
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, emoji=False)  # "tiny:train:2000" is a data source, not an emoji code
     if resume is not None and str(resume) == "auto":
         if config is None:
             raise typer.BadParameter("--resume auto needs a CONFIG file")

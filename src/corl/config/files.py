@@ -134,10 +134,17 @@ def validate_config(raw: dict[str, Any], source: str = "config") -> RunConfig:
 def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     """Read a YAML run config, apply `key=value` overrides and validate."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {str(path)!r} is a folder; give the YAML file itself (a run's is RUN/config.yaml)")
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} not found")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path} line {line}: byte {err.start} (0x{err.object[err.start]:02x}) is not UTF-8; save the file as UTF-8"
+        ) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):

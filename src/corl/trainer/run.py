@@ -260,6 +260,11 @@ class Run:
         (`corl.trainer.selection`) and log both; the metrics."""
         point = validation_point(self, self.selector.active, self.selector.samples, seed=self.cfg.cohort.seed + step + 1)
         metrics = point.metrics | self.selector.observe(step, point.keys, point.samples, point.accuracy)
+        # a point between the first step and the last may stop the run (cohort.stop): the stop is part of
+        # the point's row (one row per step and kind), and `_after_point` acts on it
+        self._stop_reason = self.selector.stop_reason() if 0 <= step < self.cfg.cohort.steps - 1 else None
+        if self._stop_reason is not None:
+            metrics |= {"stop/early": 1.0, "stop/checkpoint_step": float(step + 1)}
         self._log(step, metrics, kind="val")
         return metrics
 
@@ -267,10 +272,9 @@ class Run:
         """After a validation point: stop early if cohort.stop says so, and (re)write the best
         folders whose rule chose this point; the final point (or the stop) writes the final
         checkpoint. True when the run stops here."""
-        reason = None if final else self.selector.stop_reason()
+        reason = None if final else self._stop_reason  # decided (and logged) with the point's row
         if reason is not None:
             self.selector.state["stopped"] = {"step": done, "checkpoint_step": done, "reason": reason}
-            self._log(done - 1, {"stop/early": 1.0, "stop/checkpoint_step": float(done)}, kind="val")
             if self.placement.is_main:
                 print(f"corl: stopped early after step {done} (cohort.stop.rule {self.cfg.cohort.stop.rule}): {reason}")
         folders = self.selector.folders_at(done)
