@@ -71,9 +71,9 @@ def _study(tmp_path, job: str, inside: str, after: str = "pass") -> list[str]:
 
 
 def _check_with_the_answer_pool(x):
-    from corl.answers.symbolic import POOL, Deadline
+    from corl.answers.symbolic import POOL, CheckBudget
 
-    return POOL.check("\\frac{1}{2}", "0.5", Deadline(60.0))  # starts this worker's pebble pool
+    return POOL.check("\\frac{1}{2}", "0.5", CheckBudget(60.0))  # starts this worker's pebble pool
 
 
 def test_a_worker_that_started_the_answer_checkers_still_exits(tmp_path):

@@ -8,7 +8,7 @@ expressions by the fast reader at fixed points (`reader`); 4. math-verify in the
 Fixes over math-verify alone, each measured in benchmarks/answers_accuracy.py: bases
 (``40_8`` is 32, never ``40_9``), percent (``12.5\\%`` is 12.5 too), exact decimals (no
 6-place rounding), bracket types and order, choice letters and text answers compared as
-such, named values and chains, one box per solution, and the deadline in any thread.
+such, named values and chains, one box per solution, and the wall guard in any thread.
 
 A verdict is a function of its inputs: every layer is bounded in work (answer length, the
 elements compared pairwise, the scalar checks of one call, the calls sympy may spend:
@@ -33,7 +33,7 @@ from corl.answers.normalize import BOX, balanced, blank, clean, split_top
 from corl.answers.numbers import Number, number, numbers_equal
 from corl.answers.reader import MAX_SYMBOLIC_CHARS, TOWER, numeric_verdict
 from corl.answers.structure import Struct, element_structure
-from corl.answers.symbolic import DEFAULT_TIMEOUT_S, POOL, Deadline, Timeout
+from corl.answers.symbolic import DEFAULT_TIMEOUT_S, POOL, CheckBudget, Timeout
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +46,16 @@ _RELATION = re.compile(r"<|>|\\[lg]eq?(?![a-zA-Z])|\\[lg]t(?![a-zA-Z])")
 _PROSE = re.compile(r"[A-Za-z]{3,}\s+[A-Za-z]{3,}")
 
 
-def _scalar_equiv(p: str, g: str, deadline: Deadline) -> bool:
+def _scalar_equiv(p: str, g: str, budget: CheckBudget) -> bool:
     ps, gs = approximation_readings(p), approximation_readings(g)
     if ps is None or gs is None:  # "7 \\approx 8": a hedge (equal keys were asked before)
         return False
     if len(ps) > 1 or len(gs) > 1 or ps != [p] or gs != [g]:
-        return any(_equiv_clean(a, b, deadline) for a in ps for b in gs)
-    return _one_scalar_equiv(p, g, deadline)
+        return any(_equiv_clean(a, b, budget) for a in ps for b in gs)
+    return _one_scalar_equiv(p, g, budget)
 
 
-def _one_scalar_equiv(p: str, g: str, deadline: Deadline) -> bool:
+def _one_scalar_equiv(p: str, g: str, budget: CheckBudget) -> bool:
     pc, gc = p.replace(" ", ""), g.replace(" ", "")
     if scalar_key(p) == scalar_key(g):
         return True
@@ -80,19 +80,19 @@ def _one_scalar_equiv(p: str, g: str, deadline: Deadline) -> bool:
     verdict = numeric_verdict(p, g, pn, gn)
     if verdict is not None:
         return verdict
-    return _symbolic(p, g, deadline)
+    return _symbolic(p, g, budget)
 
 
 def _drop_percent(s: str, n: Number | None) -> str:
     return s[:-2].strip() if s.endswith("\\%") and n is None else s
 
 
-def _symbolic(p: str, g: str, deadline: Deadline) -> bool:
+def _symbolic(p: str, g: str, budget: CheckBudget) -> bool:
     """math-verify on two scalars, in the pool, refusing what can only be pathological."""
     for s in (p, g):
         if len(s) > MAX_SYMBOLIC_CHARS or TOWER.search(s):
             return False
-    return POOL.check(p, g, deadline)
+    return POOL.check(p, g, budget)
 
 
 def _distinct(items: tuple) -> list:
@@ -106,7 +106,7 @@ def _distinct(items: tuple) -> list:
     return out
 
 
-def _match_unordered(ps: tuple, gs: tuple, deadline: Deadline) -> bool:
+def _match_unordered(ps: tuple, gs: tuple, budget: CheckBudget) -> bool:
     """Each distinct element of ps equals a distinct element of gs, and none is left over."""
     ps, gs = _distinct(ps), _distinct(gs)
     if len(ps) != len(gs):
@@ -123,81 +123,80 @@ def _match_unordered(ps: tuple, gs: tuple, deadline: Deadline) -> bool:
     if len(rest_p) > _MAX_UNMATCHED:  # pairwise checks would be quadratic
         return False
     for p in rest_p:
-        hit = next((i for i, g in enumerate(rest_g) if _equiv_clean(p, g, deadline)), None)
+        hit = next((i for i, g in enumerate(rest_g) if _equiv_clean(p, g, budget)), None)
         if hit is None:
             return False
         rest_g.pop(hit)
     return True
 
 
-def _in_order(a: tuple, b: tuple, deadline: Deadline) -> bool:
-    return len(a) == len(b) and all(_equiv_clean(x, y, deadline) for x, y in zip(a, b))
+def _in_order(a: tuple, b: tuple, budget: CheckBudget) -> bool:
+    return len(a) == len(b) and all(_equiv_clean(x, y, budget) for x, y in zip(a, b))
 
 
-def _equiv_clean(p: str, g: str, deadline: Deadline) -> bool:
-    deadline.scalars -= 1
-    if deadline.scalars < 0:  # a work budget, not a clock: the same verdict on any machine
+def _equiv_clean(p: str, g: str, budget: CheckBudget) -> bool:
+    budget.scalars -= 1
+    if budget.scalars < 0:  # a work budget, not a clock: the same verdict on any machine
         return False
-    return _struct_equiv(element_structure(p), element_structure(g), p, g, deadline)
+    return _struct_equiv(element_structure(p), element_structure(g), p, g, budget)
 
 
-def _named_equiv(a: Struct, b: Struct, deadline: Deadline) -> bool:
+def _named_equiv(a: Struct, b: Struct, budget: CheckBudget) -> bool:
     """Two lists of named values: the same names with equal values, in any order."""
     da, db = dict(zip(a.names, a.items)), dict(zip(b.names, b.items))
-    return da.keys() == db.keys() and all(_equiv_clean(da[n], db[n], deadline) for n in da)
+    return da.keys() == db.keys() and all(_equiv_clean(da[n], db[n], budget) for n in da)
 
 
-def _struct_equiv(a: Struct, b: Struct, p: str, g: str, deadline: Deadline) -> bool:
+def _struct_equiv(a: Struct, b: Struct, p: str, g: str, budget: CheckBudget) -> bool:
     if struct_key(a) == struct_key(b):
         return True
     kinds = {a.kind, b.kind}
     if kinds == {"scalar"}:
-        return _scalar_equiv(a.items[0], b.items[0], deadline)
+        return _scalar_equiv(a.items[0], b.items[0], budget)
     if kinds == {"seq"}:  # why: (3,4] is not (3,4); a tuple is ordered
-        return a.ends == b.ends and _in_order(a.items, b.items, deadline)
+        return a.ends == b.ends and _in_order(a.items, b.items, budget)
     if a.names and b.names:
-        return _named_equiv(a, b, deadline)
+        return _named_equiv(a, b, budget)
     if kinds <= {"set", "list"} or kinds in ({"union"}, {"union", "list"}):
         # solutions, set elements, union parts are unordered ("x < 3 or x > 5" is a union)
-        return _match_unordered(a.items, b.items, deadline)
+        return _match_unordered(a.items, b.items, budget)
     if kinds == {"seq", "list"}:  # "1, 2" for the point (1, 2): same elements in order
         seq = a if a.kind == "seq" else b
-        return seq.ends == "()" and _in_order(a.items, b.items, deadline)
+        return seq.ends == "()" and _in_order(a.items, b.items, budget)
     if kinds == {"matrix"}:
         return (
             len(a.items) == len(b.items)
             and all(len(r) == len(s) for r, s in zip(a.items, b.items))
-            and all(_equiv_clean(x, y, deadline) for r, s in zip(a.items, b.items) for x, y in zip(r, s))
+            and all(_equiv_clean(x, y, budget) for r, s in zip(a.items, b.items) for x, y in zip(r, s))
         )
     if "scalar" in kinds and kinds & {"seq", "union"}:  # "x > 3" for (3, \infty)
         scalar = a if a.kind == "scalar" else b
         if _RELATION.search(scalar.items[0]) and not is_hedge(scalar.items[0]):
-            return _symbolic(p, g, deadline)
+            return _symbolic(p, g, budget)
     return False
 
 
-def _as_equations(pred: str, gold: str, deadline: Deadline) -> bool:
+def _as_equations(pred: str, gold: str, budget: CheckBudget) -> bool:
     """``y = -x/2 + 3/4`` against ``2x + 4y - 3 = 0``: compared as equations once one side is one."""
     rp, rg = clean(pred, False), clean(gold, False)
     sides = [len(split_top(s, "=")) == 2 for s in (rp, rg)]
     if not all(sides) or (rp, rg) == (clean(pred), clean(gold)):
         return False
-    return _one_scalar_equiv(rp, rg, deadline)
+    return _one_scalar_equiv(rp, rg, budget)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _verdict_cached(pred: str, gold: str, timeout: float) -> bool | None:
     """True / False, or None when the symbolic layer's last wall guard passed (cached too: a
     check that hung once would hang again, and an unknown is not a False)."""
-    deadline = Deadline(timeout)
-    deadline.scalars = MAX_SCALAR_CHECKS
+    budget = CheckBudget(timeout, scalars=MAX_SCALAR_CHECKS)
     try:
-        return _equivalent(pred, gold, deadline)
+        return _equivalent(pred, gold, budget)
     except Timeout:
         return None
 
 
-def _equivalent(pred: str, gold: str, deadline: Deadline) -> bool:
+def _equivalent(pred: str, gold: str, budget: CheckBudget) -> bool:
     p, ps, pk = analyze(pred)
     g, gs, gk = analyze(gold)
     if blank(pred) or blank(gold):  # a blank answer (\\text{}, \\quad, -, {}) is no answer
@@ -206,9 +205,9 @@ def _equivalent(pred: str, gold: str, deadline: Deadline) -> bool:
         return True
     if any(false_chain(clean(s, False)) for s in (pred, gold)):  # "7 = 8" reads as neither
         return False
-    if _struct_equiv(ps, gs, p, g, deadline):
+    if _struct_equiv(ps, gs, p, g, budget):
         return True
-    return "=" in pred and "=" in gold and _as_equations(pred, gold, deadline)
+    return "=" in pred and "=" in gold and _as_equations(pred, gold, budget)
 
 
 class _Unknowns:

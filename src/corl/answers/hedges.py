@@ -61,29 +61,6 @@ _VALUE_SYMBOLS = "∅∞√∑∏∫∂∇′"  # math symbols that are (part of
 _APPROX = re.compile(r"\\approx(?![a-zA-Z])")
 
 
-def _sides(s: str, token: re.Pattern) -> list[str]:
-    """s split at every top-level match of token."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(s):
-        c = s[i]
-        if depth == 0:
-            m = token.match(s, i)
-            if m and m.end() > i:
-                parts.append(s[start:i])
-                start = i = m.end()
-                continue
-        if c == "\\" and i + 1 < len(s) and not s[i + 1].isalpha():
-            c = s[i + 1] if s[i + 1] in "{}" else "\0"
-            i += 1
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        i += 1
-    parts.append(s[start:])
-    return [p.strip() for p in parts]
-
-
 @functools.lru_cache(maxsize=1 << 14)
 def is_hedge(s: str) -> bool:
     """s (a cleaned scalar) joins values by a relation or a connective, or negates / strikes one out."""
@@ -95,7 +72,7 @@ def is_hedge(s: str) -> bool:
         ord(c) > 127 and unicodedata.category(c) == "Sm" and c not in _VALUE_SYMBOLS for c in s
     ):  # 7 ∨ 8, ¬7, 7 → 8 (normalize maps ≤ ≥ ≈ ∪ ±)
         return True
-    sides = _sides(s, _BETWEEN_TOKEN)
+    sides = split_top(s, _BETWEEN_TOKEN)
     if len(sides) < 2:
         return False
     if not all(sides):
@@ -157,7 +134,7 @@ def approximation_readings(s: str) -> list[str] | None:
     """The readings of ``A \\approx B``: [A, B] when B is A rounded at B's places and A is an exact
     form; [A] when A is itself a finite decimal (``7.4 \\approx 7`` is 7.4) or its value is unknown
     to the fast reader; None for a hedge (``7 \\approx 8``, a side missing). [s] without ``\\approx``."""
-    parts = _sides(s, _APPROX)
+    parts = split_top(s, _APPROX)
     if len(parts) < 2:
         return [s]
     if parts[0] and len(parts) > 2 and is_name(parts[0]):

@@ -54,13 +54,15 @@ def balanced(s: str) -> bool:
     return depth == 0
 
 
-def split_top(s: str, sep: str) -> list[str]:
-    """s split at `sep` outside any bracket (``\\{``, ``\\}`` count as brackets)."""
+def split_top(s: str, sep: str | re.Pattern) -> list[str]:
+    """s split at `sep` (a string, or a pattern's non-empty matches) outside any bracket
+    (``\\{``, ``\\}`` count as brackets)."""
     parts, depth, start, i = [], 0, 0, 0
     while i < len(s):
-        if depth == 0 and s.startswith(sep, i):
+        end = _separator_end(s, i, sep) if depth == 0 else None
+        if end is not None:
             parts.append(s[start:i])
-            start = i = i + len(sep)
+            start = i = end
             continue
         c = s[i]
         if c == "\\" and i + 1 < len(s) and not s[i + 1].isalpha():
@@ -73,6 +75,14 @@ def split_top(s: str, sep: str) -> list[str]:
         i += 1
     parts.append(s[start:])
     return [p.strip() for p in parts]
+
+
+def _separator_end(s: str, i: int, sep: str | re.Pattern) -> int | None:
+    """Where a separator that starts at s[i] ends, or None when none starts there."""
+    if isinstance(sep, str):
+        return i + len(sep) if s.startswith(sep, i) else None
+    m = sep.match(s, i)
+    return m.end() if m and m.end() > i else None
 
 
 _UNICODE = {

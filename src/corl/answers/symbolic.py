@@ -55,12 +55,14 @@ class OverBudget(BaseException):
     """A symbolic check spent its calls (a BaseException: math-verify and sympy catch Exception)."""
 
 
-class Deadline:
-    """The limits of one is_equivalent call: the last wall guard, and the symbolic calls left."""
+class CheckBudget:
+    """The limits of one is_equivalent call: the work left (element comparisons `scalars`, set by
+    `equivalence`, and symbolic `calls`) and the last wall guard (`left`)."""
 
-    def __init__(self, seconds: float, calls: int = MAX_SYMBOLIC_CALLS) -> None:
+    def __init__(self, seconds: float, calls: int = MAX_SYMBOLIC_CALLS, scalars: int = 0) -> None:
         self.at = time.monotonic() + seconds
         self.calls = calls
+        self.scalars = scalars
 
     def left(self) -> float:
         """Seconds left; raises Timeout when none are."""
@@ -98,7 +100,7 @@ def _parse(latex: str) -> tuple:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
     config = [LatexExtractionConfig(), ExprExtractionConfig()]
-    # why: timeouts off: signal.alarm fails off the main thread; the pool's deadline rules
+    # why: timeouts off: signal.alarm fails off the main thread; the pool's wall guard rules
     return tuple(parse(f"${latex}$", config, fallback_mode="no_fallback", parsing_timeout=None))
 
 
@@ -190,7 +192,7 @@ class SymbolicPool:
         multiprocessing.util.Finalize(self, self.close, exitpriority=10)
 
     def _ready_pool(self):
-        """The pool, started and warmed (its start is not counted against any deadline)."""
+        """The pool, started and warmed (its start is not counted against any wall guard)."""
         from pebble import ProcessPool
 
         with self.lock:
@@ -202,10 +204,10 @@ class SymbolicPool:
             self.pool, self.pid = pool, os.getpid()
             return pool
 
-    def check(self, pred: str, gold: str, deadline: Deadline) -> bool:
-        """math-verify's verdict within the calls left to `deadline` (False past them, and they are
+    def check(self, pred: str, gold: str, budget: CheckBudget) -> bool:
+        """math-verify's verdict within the calls left to `budget` (False past them, and they are
         spent); raises Timeout when the last guard passes first."""
-        if deadline.calls <= 0:
+        if budget.calls <= 0:
             return False
         if not self.broken:
             try:
@@ -217,10 +219,10 @@ class SymbolicPool:
                     "(under the same call budget, but without a wall guard)"
                 )
             else:
-                left = deadline.left()
-                future = pool.schedule(_verdict_before, (time.time() + left, pred, gold, deadline.calls), timeout=left)
+                left = budget.left()
+                future = pool.schedule(_verdict_before, (time.time() + left, pred, gold, budget.calls), timeout=left)
                 try:
-                    got = future.result(timeout=deadline.left())
+                    got = future.result(timeout=budget.left())
                 except (FutureTimeout, Timeout) as e:  # pebble kills a worker that overruns
                     # why no future.cancel(): pebble answers a cancelled task that a worker has
                     # taken by killing and respawning that worker (seconds: sympy's import), so a
@@ -232,10 +234,10 @@ class SymbolicPool:
                 if got is None:
                     raise Timeout
                 verdict, calls = got
-                deadline.calls -= calls
+                budget.calls -= calls
                 return verdict
-        verdict, calls = budgeted_equiv(pred, gold, deadline.calls)
-        deadline.calls -= calls
+        verdict, calls = budgeted_equiv(pred, gold, budget.calls)
+        budget.calls -= calls
         return verdict
 
     def close(self) -> None:
