@@ -23,7 +23,7 @@ from corl.tasks.code import hidden_tests
 from corl.tasks.code_exec import run_tests
 
 
-def harness_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[int, list, float]:
+def judged_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[int, list, float]:
     """(passed, failed records, seconds) of the references through the judge."""
     suffix = "\n[DONE]" if style == "mbpp" else ""
     programs = [program_for(r, reference_solution(r) + suffix, style) for r in rows]
@@ -62,11 +62,11 @@ def main() -> None:
     )
     with SandboxPool(workers=args.workers) as pool:
         for name, rows, style in suites:
-            passed, failed, harness_s = harness_pass(rows, style, pool, limits)
+            passed, failed, judged_s = judged_pass(rows, style, pool, limits)
             bare_ok, bare_s = bare_pass(rows, style, pool, limits)
             print(
-                f"{name}: judged {passed}/{len(rows)} in {harness_s:.1f} s; bare {bare_ok}/{len(rows)} in {bare_s:.1f} s; "
-                f"judged/bare time x{harness_s / bare_s:.2f}"
+                f"{name}: judged {passed}/{len(rows)} in {judged_s:.1f} s; bare {bare_ok}/{len(rows)} in {bare_s:.1f} s; "
+                f"judged/bare time x{judged_s / bare_s:.2f}"
             )
             for f in failed:
                 print("  failed:", f)

@@ -51,8 +51,8 @@ else:
     from corl.tasks import code_values, code_wire
 
 TESTS_MODULE = "__corl_tests__"  # __module__ of the classes the tests and setup define
-MARGIN_S = 1.0
-JUDGE_MEMORY_MB = 2048  # address space of the judge process (its own values and the tests' work)  # a call's answer may come this late after the stub's own per-call alarm
+MARGIN_S = 1.0  # a call's answer may come this late after the stub's own per-call alarm
+JUDGE_MEMORY_MB = 2048  # address space of the judge process (its own values and the tests' work)
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
