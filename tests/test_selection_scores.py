@@ -206,14 +206,8 @@ def test_a_collapsed_point_is_excluded_even_with_the_best_score():
     assert choose(points, "truth")["step"] == 19 and choose(points, "last")["step"] == 19  # diagnostics, untouched
 
 
-def test_one_agent_collapsing_onto_its_own_vote_scores_below_a_healthy_one(tmp_path):
-    # TTRL: one agent. Healthy: own answer per prompt, 3 of 4 samples confirm it (self agreement 0.75,
-    # chance ~0: each answer is 1/20 of the greedy and ~1/20 of the samples). Collapsed: "0" on 19 of 20
-    # prompts and in every sample: self agreement 1.0 on those 19, chance 19/20 x 76/80 + ...
-    truth = [str(10 + i) for i in range(20)]
-    healthy = ([truth], [[[k, k, k, "x"] for k in truth]])
-    collapsed_keys = ["0"] * 19 + ["5"]
-    collapsed = ([collapsed_keys], [[[k] * 4 for k in collapsed_keys]])
+def one_agent_selector() -> Selector:
+    """A TTRL run's selector: one agent labelled by its own vote, label_free selection."""
     cfg = validate_config(
         {
             "agents": [{"name": "a", "model": "m"}],
@@ -222,7 +216,18 @@ def test_one_agent_collapsing_onto_its_own_vote_scores_below_a_healthy_one(tmp_p
             "logging": {"select": "label_free"},
         }
     )
-    sel = Selector(cfg, ["a"], {})
+    return Selector(cfg, ["a"], {})
+
+
+def test_one_agent_collapsing_onto_its_own_vote_scores_below_a_healthy_one():
+    # TTRL: one agent. Healthy: own answer per prompt, 3 of 4 samples confirm it (self agreement 0.75,
+    # chance ~0: each answer is 1/20 of the greedy and ~1/20 of the samples). Collapsed: "0" on 19 of 20
+    # prompts and in every sample: self agreement 1.0 on those 19, chance 19/20 x 76/80 + ...
+    truth = [str(10 + i) for i in range(20)]
+    healthy = ([truth], [[[k, k, k, "x"] for k in truth]])
+    collapsed_keys = ["0"] * 19 + ["5"]
+    collapsed = ([collapsed_keys], [[[k] * 4 for k in collapsed_keys]])
+    sel = one_agent_selector()
     sel.observe(9, *healthy, accuracy=0.6)
     sel.observe(19, *collapsed, accuracy=0.1)
     first, second = sel.state["points"]
@@ -267,20 +272,12 @@ def test_answer_variety_is_the_effective_number_of_distinct_answers():
     assert variety_kept([4.0], None) == 1.0
 
 
-def test_a_collapse_under_way_loses_to_the_point_before_it_began(tmp_path):
+def test_a_collapse_under_way_loses_to_the_point_before_it_began():
     """What TTRL at lr 3e-4 did on the tiny task (benchmarks/selection_collapse.py): more and more
     prompts answered with a few values, each more confidently. Step 9: 8 prompts, 8 answers, 3 of 4
     samples confirm each. Step 19: the same 8 prompts on 4 answers (2 each), every sample confirms.
     Beyond chance alone the later point wins; the variety it lost (8 -> 4) makes it lose."""
-    cfg = validate_config(
-        {
-            "agents": [{"name": "a", "model": "m"}],
-            "data": {"train": "t.jsonl", "val": "v.jsonl"},
-            "cohort": {"label_source": "self"},
-            "logging": {"select": "label_free"},
-        }
-    )
-    sel = Selector(cfg, ["a"], {})
+    sel = one_agent_selector()
     spread = [str(i) for i in range(8)]
     sel.observe(9, [spread], [[[k, k, k, "x"] for k in spread]], accuracy=0.5)
     piled = ["10", "10", "2", "2", "3", "3", "9", "9"]
