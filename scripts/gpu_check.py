@@ -14,6 +14,9 @@ BPE) are built here with corl.studies.tiny and taught the answer format in a few
      the weights) loads with from_pretrained and differs from the base model
   E  vLLM (if vLLM's CUDA build imports; scripts/gpu_check_vllm.py): the colocated rollout
      engine, weight sync, sleep mode, LoRA, FSDP2 under torchrun, corl train on it
+  F  issue 43's paths (scripts/gpu_check_43.py, torchrun, 1 GPU): the chunked head under FSDP2,
+     vLLM sampling without unsharding (gathers counted), vLLM asleep during the update (memory
+     freed), the sharded KL reference (KL 0 at step 0), token-budget packing == padded update
 
 Each check prints one PASS or FAIL line; the exit status is the number of failures.
 """
@@ -299,6 +302,20 @@ def check_vllm(out: Path, models, data) -> None:
     run_vllm_section(out, models, data, report, config, corl, trained)
 
 
+def check_issue_43(out: Path) -> None:
+    """Section F: scripts/gpu_check_43.py under torchrun (world 1); its CHECK lines become PASS/FAIL."""
+    script = Path(__file__).resolve().parent / "gpu_check_43.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", str(script), "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    for line in proc.stdout.splitlines():
+        if line.startswith("CHECK "):
+            ok, rest = line.removeprefix("CHECK ").split(" ", 1)
+            name, _, detail = rest.partition(" | ")
+            report(name, ok == "1", detail)
+    if proc.returncode:
+        report(f"F worker exited {proc.returncode}", False, proc.stdout[-1500:] + proc.stderr[-3000:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path("/tmp/corl-gpu-check"))
@@ -324,6 +341,7 @@ def main() -> None:
         lambda: check_fsdp_parity(args.out),
         lambda: check_lora(args.out, models, data),
         lambda: check_vllm(args.out, models, data),
+        lambda: check_issue_43(args.out),
     )
     for check in checks:
         try:

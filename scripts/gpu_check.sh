@@ -18,6 +18,9 @@
 #      FSDP2 and LoRA, corl train on it with FSDP2 + LoRA + bf16 and a resume; skipped with a
 #      note where vLLM's CUDA build is not installed). Several ranks per agent need several
 #      GPUs (NCCL puts one rank on one GPU); CI runs those on CPU over gloo.
+#      Last, issue 43's paths (scripts/gpu_check_43.py): chunked head under FSDP2, vLLM sampling
+#      without unsharding (gathers counted), vLLM sleep mode during the update (memory freed),
+#      sharded KL reference (KL 0 at step 0), token-budget packing == padded update.
 # Output of every run goes to $OUT_DIR (default $OUT/corl-gpu-check if $OUT is set, else
 # /tmp/corl-gpu-check); the summary is also written to $OUT_DIR/summary.txt.
 set -uo pipefail

@@ -36,8 +36,13 @@ WORKER = textwrap.dedent(
     """
     import json, sys, torch, torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from corl.config import LoRAConfig
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+    from torch.distributed.tensor import DTensor
+    from corl.config import AgentConfig, GRPOConfig, LoRAConfig, RolloutConfig
+    from corl.data import Problem, PromptTemplate
     from corl.models.prepare import add_lora, shard_with_fsdp
+    from corl.parallel import DataParallel
+    from corl.trainer.agent import Agent
     from corl.rollout import SamplingParams
     from corl.rollout.vllm import VLLMEngine
     from corl.rollout.vllm_weights import iter_full_weights
@@ -50,6 +55,21 @@ WORKER = textwrap.dedent(
     tok = char_tokenizer()
     new_model = lambda: build_random_model("llama", tok, hidden=64, layers=2, heads=2, ffn=128, seed=0)
     seq = tok("3+4=?\\n\\\\boxed{7}" + tok.eos_token)["input_ids"]
+
+    # every gather of the sharded policy: FSDP2 unsharding a unit, a DTensor made whole
+    gathers = {"unshard": 0, "full_tensor": 0}
+    def counted(cls, name):
+        original = getattr(cls, name)
+        def wrapper(self, *args, **kwargs):
+            gathers[name] += 1
+            return original(self, *args, **kwargs)
+        setattr(cls, name, wrapper)
+    counted(FSDPParamGroup, "unshard")
+    counted(DTensor, "full_tensor")
+    def gathered_by(fn):
+        before = dict(gathers)
+        out = fn()
+        return out, {k: gathers[k] - before[k] for k in gathers}
 
     def reference(model):
         # a plain HF model holding the gathered (and merged) weights: log p(seq[t] | seq[:t])
@@ -72,8 +92,19 @@ WORKER = textwrap.dedent(
                 for name, p in model.named_parameters():
                     if "lora_B" in name:
                         p.normal_(0, 0.3)
-        shard_with_fsdp(model, mesh, bf16=False)
-        engine = VLLMEngine(model, tok, max_model_len=128)
+        counts = {}
+        if lora:
+            shard_with_fsdp(model, mesh, bf16=False)
+            engine = VLLMEngine(model, tok, max_model_len=128)
+        else:  # as corl train builds it: an Agent shards its policy over its dp ranks and builds the engine
+            dp = DataParallel(mesh.get_group(), range(dist.get_world_size()), rank, mesh=mesh)
+            agent = Agent(AgentConfig(name="a", model="tiny"), model, tok, PromptTemplate(), "problem", GRPOConfig(),
+                          RolloutConfig(engine="vllm", max_model_len=128), dp=dp)
+            model, engine = agent.model, agent.engine
+            problems = [Problem(id=str(rank), texts={"problem": "3+4=?"})]
+            sampled, counts["sample"] = gathered_by(
+                lambda: agent.sample(problems, 2, SamplingParams(temperature=1.0, max_new_tokens=6)))
+            assert sampled.input_ids.shape[0] == 2
         start = float((engine.token_logprobs([seq])[0] - reference(model)).abs().max())
         opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
         enc = tok(["1+1=?\\n\\\\boxed{2}" + tok.eos_token, "2*3=?\\n\\\\boxed{6}" + tok.eos_token][rank:rank + 1], return_tensors="pt")
@@ -83,7 +114,7 @@ WORKER = textwrap.dedent(
         model.eval()
         expected = reference(model)
         before = engine.token_logprobs([seq])[0]
-        stats = engine.sync_weights(model)
+        stats, counts["sync"] = gathered_by(lambda: engine.sync_weights(model))
         after = engine.token_logprobs([seq])[0]
         rollout = engine.generate(["3+4=?\\n"], 2, SamplingParams(temperature=1.0, max_new_tokens=6))
         engine.close()
@@ -91,7 +122,8 @@ WORKER = textwrap.dedent(
         result(label, {
             "label": label, "rank": rank, "external": engine.external, "start": start,
             "moved": float((expected - before).abs().max()), "synced": float((after - expected).abs().max()),
-            "bytes": stats.bytes, "rows": rollout.input_ids.shape[0],
+            "bytes": stats.bytes, "rows": rollout.input_ids.shape[0], "gathers": counts,
+            "tensors": len(model.state_dict()),
         })
 
     check("fsdp2", lora=False)
@@ -129,6 +161,11 @@ def test_fsdp2_sharded_policies_sync_into_external_launcher_engines(tmp_path):
         assert r["moved"] > 0.05, r  # the step changed what the engine must now say
         assert r["synced"] < LOGPROB_ATOL, r  # and the sync delivered it
         assert r["bytes"] > 0 and r["rows"] == 2
+        if r["label"] == "fsdp2":
+            # Agent.sample with vLLM gathers nothing (the old code unsharded every FSDP unit); the
+            # sync gathers the policy one tensor at a time, each once, and unshards no unit
+            assert r["gathers"]["sample"] == {"unshard": 0, "full_tensor": 0}, r
+            assert r["gathers"]["sync"] == {"unshard": 0, "full_tensor": r["tensors"]}, r
 
 
 # -- corl train: vLLM inside the sharded trainer ------------------------------------------------------------
