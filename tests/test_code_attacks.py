@@ -195,6 +195,25 @@ def test_attacks_on_the_judge_end_in_their_exact_status(pool):
     assert wrong == {}
 
 
+def test_a_reported_stop_iteration_cannot_end_the_tests_iteration_early(pool):
+    """Tests written with map()/filter() end quietly when a call raises StopIteration in the judge:
+    all(map(...)) is then all([]), True. The program's StopIteration must arrive as a plain error."""
+    mapped = {
+        **ADD,
+        "test_list": [
+            "assert all(map(lambda x: add(x, 1) == x + 1, [1, 2, 3]))",
+            "assert not list(filter(lambda x: add(x, 0) != x, [4, 5]))",
+        ],
+    }
+    stop = "def add(a, b):\n    raise StopIteration\n"
+    runs = run_tests([stop, stop.replace("StopIteration", "StopAsyncIteration"), HONEST], [mapped] * 3, pool)
+    assert [(r.passed, r.status, r.error) for r in runs] == [
+        (False, "error", "StopIteration"),  # ended the map early before: passed, status ok
+        (False, "error", "StopAsyncIteration"),
+        (True, "ok", None),
+    ]
+
+
 def test_forged_vote_lines_never_take_the_honest_key(pool):
     problem = {**ADD, "public_inputs": CALLS}
     texts = [HONEST, GC_FRAMES + FORGED_KEY, GC_FRAMES + STEAL_VERDICT]

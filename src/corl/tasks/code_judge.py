@@ -54,6 +54,7 @@ TESTS_MODULE = "__corl_tests__"  # __module__ of the classes the tests and setup
 MARGIN_S = 1.0  # a call's answer may come this late after the stub's own per-call alarm
 JUDGE_MEMORY_MB = 2048  # address space of the judge process (its own values and the tests' work)
 _BUILTIN_NAMES = frozenset(dir(builtins))
+_ITERATION_END = frozenset({"StopIteration", "StopAsyncIteration"})  # exceptions iteration swallows as "no more items"
 
 
 class Abort(BaseException):
@@ -182,6 +183,8 @@ def _reported(program: Program, kind: str, message: str) -> BaseException:
     """The exception the program says its call raised: a builtin Exception class by name, else ProgramError."""
     if kind == "MemoryError":
         return program.fail("memory", "MemoryError: " + message)
+    if kind in _ITERATION_END:  # raised as itself it would end the tests' map()/filter() early: all(map(...)) passes
+        return ProgramError(kind, message)
     cls = getattr(builtins, kind, None) if kind in _BUILTIN_NAMES else None
     if isinstance(cls, type) and issubclass(cls, BaseException) and not issubclass(cls, Exception):
         return program.fail("error", f"{kind}: {message}", kind)  # SystemExit, KeyboardInterrupt: only the end passes
