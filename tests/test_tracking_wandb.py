@@ -123,30 +123,31 @@ def test_report_to_decides_the_sinks_and_keeps_reading_logging_tensorboard(tmp_p
 
 @needs_wandb
 def test_a_resumed_w_and_b_run_holds_every_step_once(tmp_path, offline):
-    """The interrupted run sent steps 0-2; its checkpoint had seen 0-1, so the resume redoes step 2:
-    W&B must not get it again. Without the guard step 2 would be there twice."""
+    """The interrupted run sent steps 1-3; its checkpoint had seen 1-2, so the resume redoes step 3:
+    W&B must not get it again. Without the guard step 3 would be there twice. (Steps count from 1,
+    the validation before training is 0: corl.step_numbering.)"""
     from corl.tracking import MetricsLog
     from corl.tracking_wandb import wandb_mirrors
 
     cfg = _config(tmp_path)
     run = tmp_path / "run"
     log = MetricsLog(run, tensorboard=False, mirrors=wandb_mirrors(cfg, run, resumed=False))
-    log.log(-1, {"agent0/val_accuracy": 0.1}, kind="val")
+    log.log(0, {"agent0/val_accuracy": 0.1}, kind="val")
     for step in range(3):
-        log.log(step, {"agent0/loss": float(step), "agent1/loss": 10.0 + step})
-    log.log(1, {"agent0/val_accuracy": 0.2}, kind="val")
+        log.log(step + 1, {"agent0/loss": float(step), "agent1/loss": 10.0 + step})
+    log.log(2, {"agent0/val_accuracy": 0.2}, kind="val")
     log.close()
 
-    log = MetricsLog(run, tensorboard=False, resume_step=2, mirrors=wandb_mirrors(cfg, run, resumed=True))
+    log = MetricsLog(run, tensorboard=False, resume_step=3, mirrors=wandb_mirrors(cfg, run, resumed=True))
     for step in range(2, 4):
-        log.log(step, {"agent0/loss": float(step), "agent1/loss": 10.0 + step})
-    log.log(3, {"agent0/val_accuracy": 0.4, "cohort/val_accuracy": 0.4}, kind="val")
+        log.log(step + 1, {"agent0/loss": float(step), "agent1/loss": 10.0 + step})
+    log.log(4, {"agent0/val_accuracy": 0.4, "cohort/val_accuracy": 0.4}, kind="val")
     log.close()
 
     assert len(offline_runs(run)) == 2  # a resume writes its own offline segment ...
     assert run_ids(run) == {json.loads((run / "wandb.json").read_text())["id"]}  # ... of the same W&B run
     rows = history(run)
-    assert rows_by_kind(rows) == {"train": [0, 1, 2, 3], "val": [-1, 1, 3]}
+    assert rows_by_kind(rows) == {"train": [1, 2, 3, 4], "val": [0, 2, 4]}
     assert [r["agent0/loss"] for r in rows if "agent0/loss" in r] == [0.0, 1.0, 2.0, 3.0]
     assert [r["agent1/loss"] for r in rows if "agent1/loss" in r] == [10.0, 11.0, 12.0, 13.0]
     # the run finished all 4 steps: the final table (agents x last figures) is in the summary files
