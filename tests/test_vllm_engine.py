@@ -292,6 +292,25 @@ def test_sleep_mode_on_cpu_is_a_no_op(lora_engine, problems, caplog):
     assert r.input_ids.shape[0] == 4
 
 
+def test_sleep_and_wake_reach_vllm_in_a_steps_order(lora_engine, problems):
+    """The calls sleep_mode makes on GPUs, through vLLM's own engine core on its CPU build (which
+    pauses and resumes its scheduler and keeps the tags; only its worker's memory calls do nothing
+    on CPU): asleep after sampling, the sync wakes the weights alone, the next generate the KV cache.
+    Without the wakes vLLM's paused scheduler would never run the request."""
+    engine, model, _ = lora_engine
+    engine.sleep_mode = True  # what a GPU engine has; VLLMEngine turns it off on CPU
+    try:
+        engine.sleep()
+        assert engine._asleep == {"weights", "kv_cache"} and engine.llm.llm_engine.is_sleeping()
+        engine.sync_weights(model)
+        assert engine._asleep == {"kv_cache"} and engine.llm.llm_engine.is_sleeping()
+        r = engine.generate(prompts_of(problems, 2), 2, SamplingParams(temperature=1.0, max_new_tokens=8))
+        assert r.input_ids.shape[0] == 4 and not engine._asleep and not engine.llm.llm_engine.is_sleeping()
+    finally:
+        engine.wake()
+        engine.sleep_mode = False
+
+
 @pytest.fixture(scope="module")
 def model_dirs(policies, tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("vllm-models")
