@@ -142,8 +142,8 @@ def add(a, b):
 RAW_REPLY = """
 import sys
 def add(a, b):
-    stub = sys._getframe(1).f_locals
-    os.write(stub["replies"], PAYLOAD)
+    stub = sys._getframe(1).f_locals  # the stub's frame that called add: its reply fd and the request id
+    os.write(stub["self"].replies, PAYLOAD)
     return a + b
 """
 OVERSIZED = RAW_REPLY.replace("PAYLOAD", 'b"x" * (9 << 20)')
