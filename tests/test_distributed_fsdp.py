@@ -186,6 +186,9 @@ def test_sharded_checkpoints_resume_onto_one_and_back_onto_two_ranks_per_agent(l
     per agent for step 4. Every resumed step equals the single-process run's."""
     root = lora.sharded.parent
     one = resumable_copy(lora.sharded, root / "one", 2)
+    # a step between holds the shards alone (no whole-model gather); the final step also the model folder
+    assert not (one / "checkpoints" / "step_000002" / "agent0" / "model.safetensors").exists()
+    assert (lora.sharded / "checkpoints" / "step_000003" / "agent0" / "model.safetensors").is_file()
     finish(
         corl_train(
             root, lora.config, "one", 2, "--resume", "one", "--set", "cohort.steps=4", "--set", "logging.checkpoint_every=1"
