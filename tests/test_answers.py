@@ -351,6 +351,9 @@ HEDGES = [
     r"\boxed{7 \text{ (8?)}}",
     r"\boxed{7 \overset{?}{=} 8}",
     r"\boxed{7 \Vert 8}",
+    r"\boxed{7 \nparallel 8}",  # these two equalled 8 (math-verify read the right side)
+    r"\boxed{7 \lhd 8}",
+    r"\boxed{7 \vartriangleright 8}",  # equal to neither before too; kept as a member of the family
     "\\boxed{7 \u2228 8}",  # 7 ∨ 8, and the other Unicode relations and connectives
     "\\boxed{7 \u2192 8}",
     "\\boxed{\u00ac 7}",
@@ -384,6 +387,7 @@ def test_a_hedged_answer_earns_nothing_from_gold_or_a_peers_label(completion):
         ("x = 7", "7"),
         ("1 + 0.5 = 1.5", "1.5"),  # a computation answers its result
         ("x := 5", "5"),
+        ("0.1 = 10\\%", "10\\%"),  # a percent that is the other side's value: a computation
     ],
 )
 def test_legitimate_relations_and_connectives_still_earn(pred, gold):
@@ -392,7 +396,14 @@ def test_legitimate_relations_and_connectives_still_earn(pred, gold):
 
 @pytest.mark.parametrize(
     "pred, gold",
-    [("7.4 \\approx 7", "7"), ("7 \\vee 8", "8"), ("\\frac{20}{3} \\approx 6.5", "6.5"), ("7 = 8", "8"), ("7 := 8", "8")],
+    [
+        ("7.4 \\approx 7", "7"),
+        ("7 \\vee 8", "8"),
+        ("\\frac{20}{3} \\approx 6.5", "6.5"),
+        ("7 = 8", "8"),
+        ("7 := 8", "8"),
+        ("0 = 10\\%", "10\\%"),  # a percent in a chain: 10 and 0.1 both differ from 0 (hypothesis found it)
+    ],
 )
 def test_a_hedge_that_looks_like_an_approximation_or_a_chain_does_not_earn(pred, gold):
     assert not is_equivalent(pred, gold)

@@ -52,7 +52,8 @@ _ALWAYS_TOKEN = re.compile(
 _BETWEEN = (
     r"le|ge|leq|geq|lt|gt|leqslant|geqslant|ne|neq|equiv|sim|simeq|cong|approxeq|doteq|propto|ll|gg|lessgtr|"
     r"gtrless|nless|ngtr|nleq|ngeq|triangleq|coloneqq|eqqcolon|cap|setminus|in|notin|ni|subset|subseteq|supset|"
-    r"supseteq|prec|succ|preceq|succeq|asymp|bowtie"
+    r"supseteq|prec|succ|preceq|succeq|asymp|bowtie|nparallel|lhd|rhd|unlhd|unrhd|triangleleft|triangleright|"
+    r"vartriangleleft|vartriangleright|ntriangleleft|ntriangleright|trianglelefteq|trianglerighteq"
 )
 _BETWEEN_TOKEN = re.compile(r"\\(?:" + _BETWEEN + r")(?![a-zA-Z])|<|>")
 _BARE_BAR = re.compile(r"(?<!\\)\||\\vert(?![a-zA-Z])")
@@ -171,4 +172,17 @@ def false_chain(s: str) -> bool:
     if is_name(sides[0]):
         sides = sides[1:]
     consts = [x for x in sides if not has_variable(x)]
-    return any(_agree(a, b, integers_round=False, either_way=True) is False for a, b in zip(consts, consts[1:]))
+    return any(_disagree(a, b) for a, b in zip(consts, consts[1:]))
+
+
+def _disagree(a: str, b: str) -> bool:
+    """Two constants of a chain differ under every reading (None for an unknown value: not a difference)."""
+    return all(_agree(x, y, integers_round=False, either_way=True) is False for x in _readings(a) for y in _readings(b))
+
+
+def _readings(x: str) -> list[str]:
+    """A percent is its number and its fraction (``10\\%`` is 10 and 0.1, as `conventions` grades it)."""
+    if x.endswith("\\%"):
+        number_part = x[:-2].strip()
+        return [number_part, f"({number_part})/100"]
+    return [x]
