@@ -194,7 +194,7 @@ def test_the_selector_never_chooses_nor_publishes_a_collapsed_point(tmp_path):
     assert sel.state["points"][1]["collapsed"] and not sel.state["points"][0]["collapsed"]
     assert "one agent gives one and the same greedy answer on 95%" in sel.stop_reason()  # cohort.stop: collapse stops here
     assert sel.folders_at(20) == []  # best/ is not rewritten with it (nor best-truth/: its accuracy is 0.10)
-    assert sel.record()["chosen"]["label_free"] == {"step": 9, "checkpoint_step": 10}
+    assert sel.record()["chosen"]["label_free"] == {"step": 10, "checkpoint_step": 10}  # one numbering: updates done
 
 
 def test_a_collapsed_point_is_excluded_even_with_the_best_score():

@@ -43,7 +43,7 @@ def test_label_free_selection_reads_no_answer(tmp_path, tiny_models, tiny_data):
     assert blind.returncode == 0, blind.stdout + blind.stderr
 
     a, b = (json.loads((run / "selection.json").read_text()) for run in (run_a, run_b))
-    assert [p["step"] for p in a["points"]] == [0, 1, 2]
+    assert [p["step"] for p in a["points"]] == [1, 2, 3]  # named as metrics and checkpoints name them
     assert a["chosen"]["label_free"] == b["chosen"]["label_free"]
     for pa, pb in zip(a["points"], b["points"], strict=True):
         assert {k: v for k, v in pa.items() if k != "val_accuracy"} == {k: v for k, v in pb.items() if k != "val_accuracy"}

@@ -189,13 +189,15 @@ class Selector:
         chosen = {}
         for rule in ("last", "label_free", "truth"):
             point = choose(self.state["points"], rule)
-            chosen[rule] = None if point is None else {"step": point["step"], "checkpoint_step": point["done"]}
+            chosen[rule] = None if point is None else {"step": point["done"], "checkpoint_step": point["done"]}
+        # in the run's one numbering (metrics, checkpoints, messages): a point is named by the updates before it
+        points = [{"step": p["done"], **{k: v for k, v in p.items() if k not in ("step", "done")}} for p in self.state["points"]]
         return {
             "select": self.cfg.logging.select,
             "folders": {folder_name(r, self.cfg.logging.select): r for r in self.rules},
             "chosen": chosen,
             "stopped": self.state["stopped"],
-            "points": self.state["points"],
+            "points": points,
         }
 
 
