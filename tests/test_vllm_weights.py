@@ -88,6 +88,9 @@ WORKER = textwrap.dedent(
     sharded = [k for k, v in model.state_dict().items() if isinstance(v, DTensor) and v.to_local().shape != v.shape]
     got = dict(iter_full_weights(model))  # a collective: both ranks, same order
     same = sorted(got) == sorted(reference) and all(torch.equal(got[k], reference[k]) for k in reference)
+    # cast on the shards before the gather (half the bytes moved): the values of a whole cast
+    halves = dict(iter_full_weights(model, torch.bfloat16))
+    same = same and all(torch.equal(halves[k], reference[k].to(torch.bfloat16)) for k in reference)
     # one file per rank: the ranks share stdout, and their lines can interleave
     with open(f"{sys.argv[1]}/rank{rank}.json", "w") as f:
         json.dump({"rank": rank, "sharded": len(sharded), "same": same}, f)

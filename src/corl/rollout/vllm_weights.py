@@ -102,9 +102,15 @@ def iter_full_weights(model, dtype: torch.dtype | None = None, skip_tied: bool =
                     continue  # adapters are merged below; modules_to_save replaces its original
                 name = key.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
                 name = re.sub(r"\.modules_to_save\.[^.]+\.", ".", name)
-            tensor = _whole(value).detach()
             owner, _, leaf = key.rpartition(".")
-            if peft and owner.endswith(".base_layer") and leaf == "weight" and owner.removesuffix(".base_layer") in layers:
+            lora = peft and owner.endswith(".base_layer") and leaf == "weight" and owner.removesuffix(".base_layer") in layers
+            tensor = value.detach()
+            if dtype is not None and not lora and tensor.is_floating_point() and tensor.dtype != dtype:
+                # cast the shard, then gather: the same values, in `dtype`'s bytes over the wire
+                # (a LoRA layer is merged in float32 first, then cast)
+                tensor = tensor.to(dtype)
+            tensor = _whole(tensor)
+            if lora:
                 tensor = _merged(layers[owner.removesuffix(".base_layer")], tensor)
             if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)
