@@ -1054,10 +1054,11 @@ def run_dev(args) -> None:
     print(f"    corl accuracy {1 - (fp + fn) / len(pairs):.4f} (false positives {fp}, false negatives {fn})")
     print(f"    corl time per call mean {ms(times)} ms (mean / p99), max {1e3 * max(times):.1f} ms")
     print(f"    math-verify pool asked on {symbolic_calls['n']} scalar pairs ({symbolic_calls['n'] / len(pairs):.2%} of calls)")
-    print(
-        f"    on a sample of {mv['n']}: corl {sum(mv['corl']) / mv['n']:.4f}, math-verify alone {sum(mv['mv']) / mv['n']:.4f}; "
-        f"ms mean/p99 corl {ms(mv['t_corl'])}, math-verify {ms(mv['t_mv'])}"
-    )
+    if mv["n"]:  # --mv-sample 0 skips the comparison
+        print(
+            f"    on a sample of {mv['n']}: corl {sum(mv['corl']) / mv['n']:.4f}, math-verify alone {sum(mv['mv']) / mv['n']:.4f}; "
+            f"ms mean/p99 corl {ms(mv['t_corl'])}, math-verify {ms(mv['t_mv'])}"
+        )
     print(f"  answer_key: mean {1e6 * sum(key_times) / len(key_times):.1f} us, p99 {1e6 * percentile(key_times, 0.99):.1f} us")
     ext_times = [x[4] for x in ext]
     print(
