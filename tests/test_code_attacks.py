@@ -11,12 +11,16 @@ fails there; the exact statuses are those of corl.tasks.code_judge's docstring.
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
 
 import pytest
 
 from corl.sandbox import SandboxPool, detect
 from corl.tasks.code_exec import code_answers, run_tests
+from corl.tasks.code_values import Record, canonical_text
+from corl.tasks.code_wire import WireError, decode
 
 ADD = {
     "task_id": "add",
@@ -148,6 +152,23 @@ def add(a, b):
 """
 OVERSIZED = RAW_REPLY.replace("PAYLOAD", 'b"x" * (9 << 20)')
 NESTED = RAW_REPLY.replace("PAYLOAD", '(\'{"id": %d, "ok": \' % stub["rid"] + "[" * 100000 + "]" * 100000 + "}\\n").encode()')
+# A set of big ints that all share hash 0 (k * (2**61 - 1)): quadratic to build in the judge (hash flooding).
+FLOOD = RAW_REPLY.replace(
+    "PAYLOAD",
+    '(\'{"id": %d, "ok": {"s": [\' % stub["rid"] + ",".join(\'{"i": "%s"}\' % hex(k * (2**61 - 1)) for k in range(1, 2000))'
+    ' + "]}}\\n").encode()',
+)
+# A record forged into the bootstrap's record pipe (an fd of the program's process): status and text of its choice.
+FORGED_RECORD = """
+import os
+def add(a, b):
+    for fd in range(5, 20):
+        try:
+            os.write(fd, b'{"kind": "MemoryError", "message": "\\\\ud800 forged\\\\n", "errno": null}\\n')
+        except OSError:
+            pass
+    os._exit(1)
+"""
 ATTACKS = {  # name: (program, status, error it must end with)
     "gc.garbage frames, the pass line, an exit": (GC_FRAMES + STEAL_VERDICT, "error", "AssertionError"),
     "ctypes heap read, the pass line, an exit": (CTYPES_HEAP, "error", "AssertionError"),
@@ -163,6 +184,12 @@ ATTACKS = {  # name: (program, status, error it must end with)
     "a value past the size bound": ("def add(a, b):\n    return 'x' * (9 << 20)\n", "error", "WireError: reply not encodable"),
     "a raw reply past the size bound": ("import os\n" + OVERSIZED, "malformed", "malformed reply: a reply over 8388608 bytes"),
     "a raw reply nested past the parser": ("import os\n" + NESTED, "malformed", "malformed reply: not a JSON line"),
+    "a raw reply of colliding hashes": (
+        "import os\n" + FLOOD,
+        "malformed",
+        "malformed value from add: a set or dict with over 256 colliding",
+    ),
+    "a forged sandbox record": (FORGED_RECORD, "exit", "the program ended before its tests did"),  # was "memory"
 }
 
 
@@ -192,6 +219,8 @@ def test_attacks_on_the_judge_end_in_their_exact_status(pool):
     for (name, (_, status, error)), run in zip(ATTACKS.items(), runs):
         if run.passed or run.status != status or (error is not None and not (run.error or "").startswith(error)):
             wrong[name] = (run.passed, run.status, run.error)
+        elif run.error is not None and not (run.error.isprintable() and run.error.encode("utf-8")):
+            wrong[name] = ("not clean", run.error)  # a lone surrogate here crashed `corl grade --records`
     assert wrong == {}
 
 
@@ -253,3 +282,45 @@ def test_objects_cross_as_plain_structure_both_ways(pool):
         "error",
         "WireError: no plain form for a value of type Decimal",
     )
+
+
+def test_a_host_holding_over_1024_fds_still_judges(pool):
+    """A trainer holds many fds (dataloaders, sockets, NCCL): the judge got pipe fds past select()'s FD_SETSIZE
+    and every program, the honest one included, ended "error" (ValueError: filedescriptor out of range in select())."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1300:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard}: cannot hold 1,100 fds")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1300) if hard == resource.RLIM_INFINITY else hard, hard))
+    held = []
+    try:
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        run = run_tests([HONEST], [ADD], pool)[0]
+        _, keys = code_answers([HONEST], {**ADD, "public_inputs": CALLS}, pool)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert (run.passed, run.status) == (True, "ok")
+    assert json.loads(keys[0]) == [["ok", "3"], ["ok", "7"], ["ok", "0"]]
+
+
+def test_record_class_names_cannot_forge_or_break_a_key():
+    """A class name was written raw: [<A {}>, <B {}>] was also the key of one record named 'A {}>, <B'; a lone
+    surrogate or newline in a name went into the key as is (not encodable as UTF-8)."""
+    two, one = [Record("A", {}), Record("B", {})], [Record("A {}>, <B", {})]
+    assert canonical_text(two) == "[<A {}>, <B {}>]"
+    assert canonical_text(one) != canonical_text(two)
+    assert canonical_text([Record("Node", {"v": 1}), Record("m.Tree", {})]) == "[<Node {'v': 1}>, <m.Tree {}>]"
+    odd = canonical_text(Record("\ud800\n]]INJECT", {}))
+    assert odd.isascii() and odd.isprintable() and "\n" not in odd
+
+
+def test_decoding_a_hash_flood_is_refused_and_cheap():
+    """180k big ints k*(2**61-1) in one set cost the judge 20-36 s of CPU; a set or dict that floods one bucket is refused."""
+    flood = {"s": [{"i": hex(k * (2**61 - 1))} for k in range(1, 20000)]}
+    with pytest.raises(WireError, match="colliding"):
+        decode(flood, Record)
+    with pytest.raises(WireError, match="colliding"):
+        decode({"d": [[{"i": hex(k * (2**61 - 1))}, 0] for k in range(1, 20000)]}, Record)
+    assert decode({"s": [{"i": hex(k * (2**61 - 1))} for k in range(1, 200)]}, Record) == {k * (2**61 - 1) for k in range(1, 200)}
+    assert decode({"s": list(range(100000))}, Record) == set(range(100000))  # big honest sets still cross

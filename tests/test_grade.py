@@ -200,3 +200,28 @@ def test_a_host_without_sandbox_walls_is_one_line_and_exit_2(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "sandbox backend 'bwrap' does not work on this host: not installed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+FORGED_RECORD = """
+import os
+for fd in range(5, 20):  # the sandbox's record pipe is an fd of the program's own process (3, 4: the stub's)
+    try:
+        os.write(fd, b'{"kind": "MemoryError", "message": "\\\\ud800 forged", "errno": null}\\n')
+    except OSError:
+        pass
+os._exit(1)
+"""
+
+
+@needs_data
+def test_a_forged_record_with_a_lone_surrogate_cannot_crash_grade_records(tmp_path):
+    """It made `corl grade --records` die in its JSONL write (UnicodeEncodeError), the whole evaluation lost."""
+    rows = _he_rows(1)
+    rows[0]["programs"] = [FORGED_RECORD]
+    records = tmp_path / "r.jsonl"
+    done = corl("grade", str(_jsonl(tmp_path / "p.jsonl", rows)), "--task", "code", "--program-field", "programs",
+                "--records", str(records))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (sample,) = json.loads(records.read_text(encoding="utf-8"))["samples"]
+    assert sample["passed"] is False and sample["status"] == "exit"  # not the "memory" the program wrote
+    assert sample["error"].isprintable()

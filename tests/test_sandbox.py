@@ -765,3 +765,31 @@ def test_a_forged_record_cannot_break_the_host(backend, line):
     # A deeply nested line used to raise RecursionError out of run_program; a record of the wrong shape is ignored.
     r = _run_in(backend, _FORGE.format(line=line, old=OLD_RECORD))
     assert (r.status, r.error_kind, r.error_message) == (Status.OK, None, None), r.stderr
+
+
+def test_program_texts_are_cleaned_at_the_host_boundary():
+    """A record the program forged into the bootstrap's pipe (an fd of its own process) with a lone surrogate and a
+    newline: its texts come back escaped on one line and encodable (raw, `corl grade --records` died on them)."""
+    from corl.sandbox.launch import read_record
+    from corl.sandbox.result import clean_text
+
+    assert clean_text("a\nb\ud800\x1bc") == "a\\nb\\ud800\\x1bc"
+    assert clean_text("é ok") == "é ok" and clean_text(None) == "?"
+    assert clean_text("\n" * 50, limit=10) == "\\n" * 5 + "..."
+    r, w = os.pipe()
+    os.write(w, b'{"kind": "Memory\\nError", "message": "\\ud800 forged\\n' + b"x" * 5000 + b'", "errno": null}\n')
+    os.close(w)
+    try:
+        record = read_record(r)
+    finally:
+        os.close(r)
+    assert record["kind"] == "Memory\\nError" and record["message"].startswith("\\ud800 forged\\nxxx")
+    assert len(record["message"]) <= 2003 and record["message"].encode("utf-8")
+
+
+def test_a_forged_record_sets_no_text_the_host_cannot_write():
+    line = b'{"kind": "E\\ud800", "message": "\\ud800\\n", "errno": null}\n'
+    code = f"import os\nfor fd in range(3, 20):\n    try:\n        os.write(fd, {line!r})\n    except OSError:\n        pass\nos._exit(1)"
+    r = run(code)
+    for text in (r.error_kind, r.error_message):
+        assert text is None or (text.isprintable() and text.encode("utf-8"))

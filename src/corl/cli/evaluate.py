@@ -130,7 +130,7 @@ def evaluate(
     _relabel(results, per_problem, targets)
     if records is not None:
         records.parent.mkdir(parents=True, exist_ok=True)
-        with records.open("w", encoding="utf-8") as f:
+        with records.open("w", encoding="utf-8", errors="backslashreplace") as f:
             for record in per_problem:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
     if as_json:

@@ -85,7 +85,7 @@ def grade_command(
         raise typer.Exit(2) from None
     if records is not None:
         records.parent.mkdir(parents=True, exist_ok=True)
-        with records.open("w", encoding="utf-8") as f:
+        with records.open("w", encoding="utf-8", errors="backslashreplace") as f:
             f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in per_row)
     if as_json:
         print(json.dumps(results))

@@ -29,6 +29,7 @@ from corl.sandbox.cgroups import RunGroup, detect_cgroups
 from corl.sandbox.hostfs import remove_tree
 from corl.sandbox.isolation import Isolation, acquire_slot, release_slot, uid_for_slot
 from corl.sandbox.limits import Limits, apply_rlimits, minimal_env, tasks_of_uid
+from corl.sandbox.result import clean_text
 from corl.sandbox.view import WORK
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,8 @@ def read_record(fd: int) -> dict | None:
 
     The program can write into the pipe too (it is an fd of its own process): only the last
     line counts, read up to RECORD_BYTES, parsed only if it is a flat object of the bootstrap's
-    shape (a deeply nested line raises RecursionError in the parser: refused), message cut at 2,000.
+    shape (a deeply nested line raises RecursionError in the parser: refused), its texts through
+    corl.sandbox.result.clean_text (escaped, one line, message cut at 2,000).
     """
     data = bytearray()
     os.set_blocking(fd, False)
@@ -115,7 +117,7 @@ def read_record(fd: int) -> dict | None:
     kind, message, errno = (record.get(k) for k in ("kind", "message", "errno")) if isinstance(record, dict) else (None,) * 3
     if not isinstance(kind, str) or not isinstance(message, str) or not (errno is None or type(errno) is int):
         return None
-    return {"kind": kind[:200], "message": message[:2000], "errno": errno}
+    return {"kind": clean_text(kind, 200), "message": clean_text(message), "errno": errno}
 
 
 def _group(iso: Isolation, limits: Limits) -> RunGroup | None:

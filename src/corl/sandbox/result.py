@@ -38,6 +38,30 @@ class Result:
         return self.status is Status.OK
 
 
+TEXT_LIMIT = 2000  # characters of one program-derived text the host keeps (an error message, a record field)
+
+
+def clean_text(text: object, limit: int = TEXT_LIMIT) -> str:
+    """A text that came from a program, safe for the host to keep, log and write: the one sanitiser at the host boundary.
+
+    Printable characters stay; every other one (control characters, newlines, lone
+    surrogates, other non-printables) is written as its escape (`\\n`, `\\ud800`), so the
+    result is valid UTF-8 on one line; cut at `limit` characters (the escapes count), with
+    "..." when cut. A non-str gives "?".
+    """
+    if type(text) is not str:
+        return "?"
+    out, size = [], 0
+    for c in text[: limit + 1]:
+        piece = c if c.isprintable() else ascii(c)[1:-1]
+        size += len(piece)
+        if size > limit:
+            out.append("...")
+            break
+        out.append(piece)
+    return "".join(out)
+
+
 def signal_name(signum: int) -> str:
     """SIGKILL for 9; the number for signals Python has no name for."""
     try:
@@ -49,7 +73,19 @@ def signal_name(signum: int) -> str:
 def classify(
     returncode: int, exc: dict | None, killed_by_us: str | None, oom_kills: int = 0
 ) -> tuple[Status, str | None, str | None]:
-    """(status, error_kind, error_message) from the exit, the bootstrap's record, our own kill and the cgroup's OOM kills."""
+    """(status, error_kind, error_message) from the exit, the bootstrap's record, our own kill and the cgroup's OOM kills.
+
+    The record is written in the program's own process, so the program can forge it: its texts
+    are cleaned (clean_text), and callers that must not let the program pick its status (a judged
+    program: corl.sandbox.session) pass exc=None, leaving the exit code, the signal, our kill and the cgroup.
+    """
+    status, kind, message = _classify(returncode, exc, killed_by_us, oom_kills)
+    return status, None if kind is None else clean_text(kind, 200), None if message is None else clean_text(message)
+
+
+def _classify(
+    returncode: int, exc: dict | None, killed_by_us: str | None, oom_kills: int = 0
+) -> tuple[Status, str | None, str | None]:
     if killed_by_us == "timeout":
         return Status.TIMEOUT, "timeout", "wall time limit"
     if killed_by_us == "output":

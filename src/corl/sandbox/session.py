@@ -11,7 +11,8 @@ The walls, limits, per-run uid, cgroup and work folder are those of `run_program
 are the caller's pipe ends (the caller owns and closes them), stderr goes to /dev/null
 (nothing the program writes is buffered by the host). `close()` stops whatever is left of
 the program, removes its folder, releases its slot and says how it ended; it never raises
-for what the program did.
+for what the program did. Its status never comes from the bootstrap's record (the program
+can write into that pipe): only the exit code or signal and the cgroup's OOM kills count.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class Session:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=grace_s)
             stopped = self.proc.poll() is None
-            returncode, record, oom_kills = finish(self._running)
-            status, kind, message = classify(returncode, record, None, oom_kills)
+            returncode, _record, oom_kills = finish(self._running)
+            # The record is the program's to forge (its pipe is an fd of the program's process): a session's
+            # status comes only from what the host saw, the exit code or signal and the cgroup's OOM kills.
+            status, kind, message = classify(returncode, None, None, oom_kills)
             wall = time.monotonic() - self._running.start
             return Result(status, returncode, "", "", wall, kind, STOPPED if stopped else message, False, self.iso.backend)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corl.sandbox import Limits, Result, SandboxPool, Status, close_default_pool, default_pool
+from corl.sandbox.result import clean_text
 from corl.sandbox.session import STOPPED, Session
 from corl.tasks import code_stub
 from corl.tasks.code import entry_point, hidden_tests, public_inputs, solution_program, trusted_prompt
@@ -170,7 +171,7 @@ def test_outcome(verdict: Mapping, result: Result) -> TestRun:
     if status == "exit" and result.status in _ENDED and result.error_message != STOPPED:
         status = _ENDED[result.status]
         error = f"{error} ({': '.join(str(x) for x in (result.error_kind, result.error_message) if x)})"
-    return TestRun(False, status, error, result.wall_s)
+    return TestRun(False, clean_text(status, 40), None if error is None else clean_text(error), result.wall_s)
 
 
 def _pool(pool: SandboxPool | None) -> SandboxPool:

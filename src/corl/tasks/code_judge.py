@@ -79,6 +79,11 @@ class Program:
     def __init__(self, request_fd: int, reply_fd: int) -> None:
         self.request_fd, self.reply_fd = request_fd, reply_fd
         os.set_blocking(request_fd, False)
+        # poll, not select: the host's fd numbers come through pass_fds, and a trainer holding over
+        # FD_SETSIZE (1024) fds would make select() refuse them (every program an "error", reward 0).
+        self.writable, self.readable = select.poll(), select.poll()
+        self.writable.register(request_fd, select.POLLOUT)
+        self.readable.register(reply_fd, select.POLLIN)
         self.buffer = bytearray()
         self.next_id = -1
         self.failed: Abort | None = None
@@ -108,7 +113,7 @@ class Program:
 
     def _write(self, data: bytes, deadline: float) -> None:
         while data:
-            if not select.select([], [self.request_fd], [], max(deadline - time.monotonic(), 0))[1]:
+            if not _wait(self.writable, deadline):
                 raise self.fail("timeout", "the program did not take its call in time")
             try:
                 data = data[os.write(self.request_fd, data) :]
@@ -123,7 +128,7 @@ class Program:
         while end < 0:
             if len(self.buffer) > code_wire.MAX_LINE:
                 raise code_wire.WireError(f"a reply over {code_wire.MAX_LINE} bytes")
-            if not select.select([self.reply_fd], [], [], max(deadline - time.monotonic(), 0))[0]:
+            if not _wait(self.readable, deadline):
                 raise self.fail("timeout", "the program did not answer in time")
             chunk = os.read(self.reply_fd, 1 << 16)
             if not chunk:
@@ -136,6 +141,11 @@ class Program:
         if len(line) > code_wire.MAX_LINE:
             raise code_wire.WireError(f"a reply over {code_wire.MAX_LINE} bytes")
         return line
+
+
+def _wait(poller, deadline: float) -> bool:
+    """Whether the fd of `poller` is ready (or hung up: the read or write then tells) before `deadline`."""
+    return bool(poller.poll(max(deadline - time.monotonic(), 0) * 1000))
 
 
 def _text(x, limit: int = 300) -> str:

@@ -13,7 +13,10 @@ values with Python's own operators.
   one kind and sorted, dict items sorted, -0.0 written as 0.0 and every NaN as nan (what `==`
   cannot tell apart shares a key; NaN, which `==` never equates, is one key so that two
   programs returning NaN agree). Ints, floats and bools keep their own forms (`1`, `1.0`,
-  `True` are three keys). Texts over MAX_TEXT characters end in the SHA-1 of the whole text.
+  `True` are three keys). A record's class name is written bare only when it is a dotted
+  ASCII identifier, else as its ascii() (so `<A {}>, <B` cannot pose as two records, and a
+  name with a lone surrogate or a newline gives an ASCII key). Texts over MAX_TEXT characters
+  end in the SHA-1 of the whole text.
 """
 
 from __future__ import annotations
@@ -100,8 +103,15 @@ def _text(v, depth: int) -> str:
     if t in (list, tuple, set, frozenset):
         return _container_text(t, v, depth)
     if t is Record:
-        return "<" + v._corl_class + " " + _container_text(dict, v._corl_attrs.items(), depth) + ">"
+        return "<" + _name_text(v._corl_class) + " " + _container_text(dict, v._corl_attrs.items(), depth) + ">"
     return "<" + t.__name__ + ">"  # the judge's own values only (a prompt helper's result, say)
+
+
+def _name_text(name) -> str:
+    """A record's class name in a key: bare when a dotted identifier, else its ascii() (quoted, escaped: keys stay injective and ASCII-clean)."""
+    if type(name) is str and name.isascii() and all(part.isidentifier() for part in name.split(".")):
+        return name
+    return ascii(name)
 
 
 def _container_text(t: type, items, depth: int) -> str:

@@ -15,7 +15,8 @@ bytes). Values are JSON with tags for what JSON lacks, one key per tagged object
     object                      {"o": class name, "a": {attribute: value}}  (structural form)
 
 `decode` is strict: anything else (another key, a wrong type inside a tag, nesting deeper
-than MAX_DEPTH, a set of unhashable items) raises WireError, which the judge counts as a
+than MAX_DEPTH, a set of unhashable items, a set or dict whose items flood one hash
+bucket) raises WireError, which the judge counts as a
 failure of the call. `encode` raises WireError for values it has no form for (functions,
 modules, cycles, ...). Objects are rebuilt by the caller's `make_object`: the judge makes
 inert records of them, the program instances of its own classes.
@@ -28,6 +29,7 @@ import json
 MAX_LINE = 8 << 20  # bytes of one message
 MAX_DEPTH = 200  # nesting of one value
 MAX_ITEMS = 1 << 20  # items the program drains from an iterator it returns (it sends a list)
+MAX_COLLISIONS = 256  # items of one set or dict whose hash() another item already has (hash flooding: quadratic build)
 _INT_BOUND = 1 << 63
 _TAGS = frozenset({"i", "f", "c", "b", "ba", "t", "s", "fs", "d", "r", "o"})
 
@@ -140,7 +142,23 @@ def _range(x, *_):
 def _dict(x, make_object, depth):
     if type(x) is not list or any(type(p) is not list or len(p) != 2 for p in x):
         raise WireError("a dict needs [key, value] pairs")
-    return {decode(k, make_object, depth): decode(v, make_object, depth) for k, v in x}
+    pairs = [(decode(k, make_object, depth), decode(v, make_object, depth)) for k, v in x]
+    _few_collisions([k for k, _ in pairs])
+    return dict(pairs)
+
+
+def _hashed(*a) -> list:
+    """The items of a set or frozenset, refused when they flood one hash bucket."""
+    return _few_collisions(_items(*a))
+
+
+def _few_collisions(items: list) -> list:
+    """`items` unless building a set or dict of them is quadratic: Python's int (and tuple, float) hashes are not
+    randomised, so k*(2**61-1) for 180k values k makes an 8 MB reply cost the judge tens of seconds. Hashing each
+    item is linear; equal items (duplicates) count too, which a set the program really held never has."""
+    if len(items) - len({hash(i) for i in items}) > MAX_COLLISIONS:
+        raise WireError(f"a set or dict with over {MAX_COLLISIONS} colliding hashes")
+    return items
 
 
 _TAGGED = {
@@ -150,8 +168,8 @@ _TAGGED = {
     "b": lambda x, *_: _hexbytes(x),
     "ba": lambda x, *_: bytearray(_hexbytes(x)),
     "t": lambda *a: tuple(_items(*a)),
-    "s": lambda *a: set(_items(*a)),
-    "fs": lambda *a: frozenset(_items(*a)),
+    "s": lambda *a: set(_hashed(*a)),
+    "fs": lambda *a: frozenset(_hashed(*a)),
     "d": _dict,
     "r": _range,
 }
