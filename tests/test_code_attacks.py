@@ -324,3 +324,36 @@ def test_decoding_a_hash_flood_is_refused_and_cheap():
         decode({"d": [[{"i": hex(k * (2**61 - 1))}, 0] for k in range(1, 20000)]}, Record)
     assert decode({"s": [{"i": hex(k * (2**61 - 1))} for k in range(1, 200)]}, Record) == {k * (2**61 - 1) for k in range(1, 200)}
     assert decode({"s": list(range(100000))}, Record) == set(range(100000))  # big honest sets still cross
+
+
+REVERSE = {
+    "task_id": "rev",
+    "text": "Write a function to reverse the words of a sentence.",
+    "code": "def reverse_words(s):\n    return ' '.join(reversed(s.split()))",
+    "test_list": [
+        "assert reverse_words('python program') == 'program python'",
+        "assert reverse_words('java language') == 'language java'",
+        "assert reverse_words('indian man') == 'man indian'",
+    ],
+    "test_setup_code": "",
+}
+
+
+def _lookup_table(row: dict) -> str:
+    """What a policy learns on MBPP's plain reward: the prompt's three asserts as a table (redteam F1)."""
+    name = row["code"].split("(")[0].removeprefix("def ")
+    pairs = [t.removeprefix("assert " + name).split(" == ") for t in row["test_list"][:3]]
+    table = ", ".join(f"repr({args.removesuffix(',)') if args.endswith(',)') else args}): {value}" for args, value in pairs)
+    return f"```python\ndef {name}(*args):\n    return {{{table}}}.get(repr(args if len(args) > 1 else args[0]))\n```"
+
+
+def test_mbpp_lookup_table_of_the_shown_asserts_earns_no_tests_reward():
+    """MBPP's prompt shows test_list[:3], the hidden tests were that same list: the table passed 30/30 rows.
+    The `tests` reward adds calls the prompt does not show, answered by the reference code (corl.tasks.code_plus)."""
+    from corl.tasks.code_task import passes_hidden_tests
+
+    rows = [ADD, REVERSE]
+    tables = [_lookup_table(r) for r in rows]
+    references = ["```python\n" + r["code"] + "\n```" for r in rows]
+    assert passes_hidden_tests(tables, rows, 1, plus=False) == [[True], [True]]  # the plain tests: fooled
+    assert passes_hidden_tests(tables + references, rows * 2, 1) == [[False], [False], [True], [True]]

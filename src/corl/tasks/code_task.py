@@ -44,6 +44,7 @@ from corl import code_eval
 from corl.data import DataError, load_rows, register_data_source
 from corl.tasks.code import entry_point, public_inputs, solution_program
 from corl.tasks.code_exec import behaviours_equal, code_answers_grouped, passes_tests_batch
+from corl.tasks.code_plus import plus_tests
 from corl.tasks.registry import TaskSpec, register_task
 
 INPUT_FIELDS = ("code_entry_point", "code_public_inputs", "code_prefix", "code_setup")
@@ -194,8 +195,9 @@ def behaviour_key_of(answer: str) -> str:
 
 
 def code_grade(texts: Sequence[str], problems: Sequence, rows: Sequence[Mapping], gold: Sequence) -> list[bool]:
-    """[B] completions, their B dataset rows -> [B] whether each passes its row's hidden tests (sandboxed)."""
-    return [passed[0] for passed in passes_hidden_tests(texts, rows, 1)]
+    """[B] completions, their B dataset rows -> [B] whether each passes its row's own hidden tests (sandboxed; the
+    dataset's tests only, comparable with published pass@1; the `tests` reward adds corl.tasks.code_plus's)."""
+    return [passed[0] for passed in passes_hidden_tests(texts, rows, 1, plus=False)]
 
 
 def check_code_config(cfg) -> None:
@@ -236,9 +238,17 @@ def hidden_test_view(row: Mapping) -> dict:
     return {**public_view(row), "test": row.get("test"), "test_list": row.get("test_list")}
 
 
-def passes_hidden_tests(texts: Sequence[str], rows: Sequence[Mapping], k: int) -> list[list[bool]]:
-    """[B*K] completions, B gold rows -> [B][K] whether each passes its row's hidden tests."""
+def passes_hidden_tests(texts: Sequence[str], rows: Sequence[Mapping], k: int, plus: bool = True) -> list[list[bool]]:
+    """[B*K] completions, B gold rows -> [B][K] whether each passes its row's hidden tests.
+
+    plus (the `tests` reward's default): MBPP rows' tests extended with calls the prompt does
+    not show, answered by the row's reference code (corl.tasks.code_plus): the prompt shows the
+    asserts of `test_list`, so without them a lookup table of the shown answers passes.
+    """
     views = [hidden_test_view(r) for r in rows]
+    if plus:
+        extra = plus_tests([mbpp_view(r) if is_mbpp(r) else {} for r in rows])
+        views = [{**v, "test_list": list(v["test_list"]) + e} if e else v for v, e in zip(views, extra, strict=True)]
     flat_rows = [views[i // k] for i in range(len(texts))]
     passed = passes_tests_batch([completion_code(t, r) for t, r in zip(texts, flat_rows, strict=True)], flat_rows)
     return [passed[b * k : (b + 1) * k] for b in range(len(rows))]
