@@ -254,13 +254,13 @@ def test_corl_train_on_vllm_with_fsdp2_and_lora_on_two_agents_by_two_ranks(tmp_p
     shutil.rmtree(resumed / "checkpoints" / "step_000002")
     (resumed / "checkpoints" / "latest").write_text("step_000001")
     _torchrun_train(tmp_path, config, "resumed", "--resume", "resumed")
-    again = {r["step"]: r for r in read_metrics(resumed, "train")}
+    again = {r["step"]: r for r in read_metrics(resumed, "train")}  # steps count from 1: the resumed one is 2
     for name in ("agent0", "agent1"):
         for key in ("reward_mean", "reward_std", "active_sequences", "mean_length"):
             if f"{name}/{key}" in records[1]:
-                assert again[1][f"{name}/{key}"] == records[1][f"{name}/{key}"], (name, key)
-        if f"{name}/mismatch_logratio_max" in again[1]:
-            assert again[1][f"{name}/mismatch_logratio_max"] < 1e-3, again[1]  # a stale engine: ~1e-1
+                assert again[2][f"{name}/{key}"] == records[1][f"{name}/{key}"], (name, key)
+        if f"{name}/mismatch_logratio_max" in again[2]:
+            assert again[2][f"{name}/mismatch_logratio_max"] < 1e-3, again[2]  # a stale engine: ~1e-1
 
     from transformers import AutoModelForCausalLM
 
