@@ -896,6 +896,13 @@ PAIR_CLASSES = {
         ("x = 7 \\lor x = 8", "7, 8", True),
         ("\\sqrt{10} \\approx 3.16", "3.16", True),
         ("x \\equiv 3 \\pmod{7}", "x \\equiv 3 \\pmod{7}", True),
+        ("7 \\star 8", "8", False),  # a token outside the notation of values (answers/vocabulary.py)
+        ("7 \\enspace 8", "8", False),
+        ("\\color{red}{7} 8", "8", False),
+        ("7 \\foo 8", "8", False),
+        ("7 \u2022 8", "8", False),
+        ("1\\,000", "1000", True),
+        ("30^{\\circ}", "30", True),
     ],
     "MATH fixes (corl's rules)": [
         ("40_8", "40_9", False),

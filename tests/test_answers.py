@@ -358,6 +358,51 @@ HEDGES = [
     "\\boxed{7 \u2192 8}",
     "\\boxed{\u00ac 7}",
     "\\boxed{7 \u2261 8}",
+    # a token outside the notation of values (answers/vocabulary.py): these equalled 8 before the whitelist
+    r"\boxed{7 \star 8}",
+    r"\boxed{7 \circ 8}",
+    r"\boxed{7 \top 8}",
+    r"\boxed{7 \bot 8}",
+    r"\boxed{7 \enspace 8}",
+    r"\boxed{\color{red}{7} 8}",
+    r"\boxed{\textcolor{red}{7} 8}",
+    r"\boxed{7 \bullet 8}",
+    r"\boxed{7 \diamond 8}",
+    r"\boxed{7 \ast 8}",
+    r"\boxed{7 \dagger 8}",
+    r"\boxed{7 \# 8}",
+    r"\boxed{7 \S 8}",
+    r"\boxed{7 \P 8}",
+    r"\boxed{7 \foo 8}",  # an unknown macro
+    r"\boxed{7 \wr 8}",
+    r"\boxed{7 \amalg 8}",
+    r"\boxed{7 \sqcup 8}",
+    r"\boxed{7 \uplus 8}",
+    r"\boxed{7 \between 8}",
+    r"\boxed{7 \smile 8}",
+    r"\boxed{x \lhd 8}",
+    r"\boxed{7 \odot 8}",
+    r"\boxed{7 \checkmark 8}",
+    r"\boxed{7 \colon 8}",
+    r"\boxed{7 \bmod 8}",
+    r"\boxed{7 \_ 8}",
+    r"\boxed{7 \^ 8}",
+    r"\boxed{7 # 8}",
+    r"\boxed{7 @ 8}",
+    "\\boxed{7 \u2022 8}",  # 7 • 8
+    "\\boxed{7 \u2605 8}",  # 7 ★ 8
+    "\\boxed{7 \u2020 8}",  # 7 † 8
+    "\\boxed{7 \u00a7 8}",  # 7 § 8
+    # known commands out of place, and broken text: the symbolic layer picked the last number out of them
+    r"\boxed{\sum 7 8}",
+    r"\boxed{\overline 7 8}",
+    r"\boxed{7 \partial 8}",
+    r"\boxed{\times 7 8}",
+    r"\boxed{7 \text 8}",
+    r"\boxed{7 \rfloor 8}",
+    r"\boxed{(7 8}",
+    r"\boxed{7 8+}",
+    r"\boxed{!7 8}",
 ]
 
 
@@ -392,6 +437,47 @@ def test_a_hedged_answer_earns_nothing_from_gold_or_a_peers_label(completion):
 )
 def test_legitimate_relations_and_connectives_still_earn(pred, gold):
     assert is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize(
+    "pred, gold",
+    [
+        ("1\\,000", "1000"),  # spaces inside a number: stripped, not a token between two values
+        ("1{,}000", "1000"),
+        ("1\\ 000", "1000"),
+        ("30^\\circ", "30"),  # \\circ as degrees, after a number only
+        ("30^{\\circ}", "30"),
+        ("5\\text{ cm}", "5"),
+        ("7\\,\\text{m}", "7"),
+        ("M_\\odot", "M_{\\odot}"),  # a solar unit (Minerva)
+        ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt 3"),
+        ("\\left(1,2\\right)", "(1,2)"),
+        ("\\lfloor 2.5\\rfloor", "2"),
+        ("84\\div 2", "42"),
+        ("6\\times 7", "42"),
+        ("\\binom{5}{2}", "10"),
+        ("\\alpha+1", "1+\\alpha"),
+        ("\\log_2 8", "3"),
+        ("\\tfrac{3}{4}", "0.75"),
+        ("\\$5", "5"),
+        ("50\\%", "0.5"),
+        ("\u00bd", "\u00bd"),  # ½: a number form, its own spelling
+    ],
+)
+def test_the_notation_of_values_is_not_read_as_a_hedge(pred, gold):
+    """The whitelist of answers/vocabulary.py keeps what values are written with."""
+    assert is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize("text", ["7 \\star 8", "7 \\enspace 8", "\\sum 7 8", "\\times 7 8", "7 @ 8", "(7 8", "7 8+"])
+def test_the_symbolic_layer_reads_no_number_out_of_text_it_cannot_parse(text):
+    """math-verify's plain-expression reader took the last number of any text it could not read as
+    TeX (each of these was 8); the symbolic layer alone, without the whitelist before it, now
+    reads them as nothing. Plain expressions it still reads."""
+    from corl.answers.symbolic import sympy_equiv
+
+    assert not sympy_equiv(text, "8") and not sympy_equiv(text, "7")
+    assert sympy_equiv("2^3", "8") and sympy_equiv("sqrt(4)", "2")
 
 
 @pytest.mark.parametrize(

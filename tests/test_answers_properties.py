@@ -71,6 +71,7 @@ def test_nothing_raises_on_arbitrary_text(a, b):
 
 JOINS = ["\\approx", "\\to", "\\vee", "\\lor", "\\land", "\\mid", "\\\\", "\\&", "\\sim", "\\equiv", "\\ne", "<", "\\le"]
 JOINS += ["\\Rightarrow", "\\iff", "\\cong", "\\simeq", "\\cap", "\\setminus", "\\oplus", "=", ":=", "\\text{ or maybe }"]
+JOINS += ["\\star", "\\circ", "\\top", "\\enspace", "\\bullet", "\\dagger", "\\#", "\\S", "\\foo", "\u2022"]  # vocabulary.py
 _constant = _num.filter(lambda s: "x" not in s)
 
 

@@ -18,6 +18,9 @@ once. Here:
   (``\\frac{20}{3} \\approx 6.67``): then both readings stand (B only when it is a decimal
   within 1% of A: ``\\frac{23}{3} \\approx 8`` answers 23/3 alone, since 8 would be a second
   candidate); otherwise (``7 \\approx 8``) it is a hedge (`approximation_readings`);
+* a scalar that holds a token outside the notation of values (``7 \\star 8``, ``7 \\enspace 8``,
+  ``\\color{red}{7} 8``, ``7 • 8``, an unknown macro) is a hedge too: the whitelist in `vocabulary`
+  closes the class that the token lists above only enumerate;
 * a chain of constants ``a = b`` whose members differ (``7 = 8``) is a hedge (`false_chain`);
   ``1 + 0.5 = 1.5`` is a computation and answers 1.5.
 
@@ -35,6 +38,7 @@ from fractions import Fraction
 from corl.answers.conventions import has_variable, is_name
 from corl.answers.normalize import split_top
 from corl.answers.numbers import number
+from corl.answers.vocabulary import unknown_token
 
 # tokens that never belong to a value: logic, arrows, divisibility, geometry relations, strike-outs
 _ALWAYS = (
@@ -65,7 +69,7 @@ _APPROX = re.compile(r"\\approx(?![a-zA-Z])")
 @functools.lru_cache(maxsize=1 << 14)
 def is_hedge(s: str) -> bool:
     """s (a cleaned scalar) joins values by a relation or a connective, or negates / strikes one out."""
-    if _ALWAYS_TOKEN.search(s):
+    if _ALWAYS_TOKEN.search(s) or unknown_token(s) is not None:  # a token no value is written with (vocabulary)
         return True
     if len(_BARE_BAR.findall(s)) % 2 or len(_NORM_BAR.findall(s)) % 2:  # "7 | 8"; |x| is a pair
         return True

@@ -25,12 +25,14 @@ in-process under the same call budget (without a wall guard) and a warning says 
 
 from __future__ import annotations
 
+import ast
 import atexit
 import functools
 import logging
 import multiprocessing
 import multiprocessing.util
 import os
+import re
 import sys
 import threading
 import time
@@ -99,9 +101,31 @@ def counted(fn, max_calls: int, *args) -> tuple[object, int]:
 def _parse(latex: str) -> tuple:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
-    config = [LatexExtractionConfig(), ExprExtractionConfig()]
     # why: timeouts off: signal.alarm fails off the main thread; the pool's wall guard rules
-    return tuple(parse(f"${latex}$", config, fallback_mode="no_fallback", parsing_timeout=None))
+    got = parse(f"${latex}$", [LatexExtractionConfig()], fallback_mode="no_fallback", parsing_timeout=None)
+    if got or "\\" in latex:
+        return tuple(got)
+    # why: the plain-expression reader picks the last number out of any text ("7 \\star 8",
+    # "\\sum 7 8" and "(7 8" were read as 8): it reads only what holds no TeX command and is
+    # one expression as a whole
+    if not _one_expression(latex):
+        return ()
+    return tuple(parse(f"${latex}$", [ExprExtractionConfig()], fallback_mode="no_fallback", parsing_timeout=None))
+
+
+_PLAIN = re.compile(r"[0-9A-Za-z+\-*/^().,\s]*")  # no "@" (a product of matrices to Python), no "!"
+
+
+def _one_expression(s: str) -> bool:
+    """s, as a whole, is one plain expression: Python's grammar, parsed and never evaluated
+    (``7 8``, ``(7 8`` and ``!7 8`` are not)."""
+    if not _PLAIN.fullmatch(s):
+        return False
+    try:
+        ast.parse(s.replace("^", "**").strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def sympy_equiv(pred: str, gold: str) -> bool:
