@@ -59,3 +59,18 @@ def test_error_messages_keep_their_brackets(tmp_path):
     if importlib.util.find_spec("vllm") is None:
         proc = _run("suite", "tiny:llama-char", "--suite", "math", "--engine", "vllm", cwd=tmp_path)
         assert proc.returncode == 2 and "pip install 'corl[vllm]'" in _plain(proc.stderr), proc.stderr
+
+
+def test_every_command_prints_user_text_as_written(tmp_path):
+    """rich reads `:name:` as an emoji code: a path or a data source such as tiny:train:2000 must
+    come out as the user wrote it from every command's console, not as tiny🚋2000."""
+    import subprocess
+    import sys
+
+    for args in (
+        ["plan", "runs/:train:/a.yaml"],
+        ["data", "tiny:train:2000"],
+        ["diversity", "--models", "a", "b", "--data", "x:train:y"],
+    ):
+        done = subprocess.run([sys.executable, "-m", "corl", *args], capture_output=True, text=True, cwd=tmp_path)
+        assert ":train:" in done.stdout + done.stderr and "\U0001f68b" not in done.stdout + done.stderr, (args, done.stderr)

@@ -22,12 +22,12 @@ def data_command(
     check: bool = typer.Option(False, "--verify", help="Check every file of <out>/MANIFEST.json against its sha256."),
 ) -> None:
     """Write the paper's datasets (MATH, MATH-500, GSM8K, AIME, AMC, HumanEval, MBPP, vision sets) as corl reads them."""
-    from rich.console import Console
     from rich.markup import escape
 
+    from corl.cli.output import console as make_console
     from corl.data_catalog import CATALOG, CatalogError, verify, write_dataset
 
-    console, err = Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False, soft_wrap=True)
+    console, err = make_console(highlight=False, soft_wrap=True), make_console(stderr=True, highlight=False, soft_wrap=True)
     if list_:
         for entry in CATALOG.values():
             files = ", ".join(f"{out / entry.name / p.file}" for p in entry.parts)

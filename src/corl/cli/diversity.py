@@ -65,12 +65,11 @@ def diversity(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object to stdout and nothing else."),
 ) -> None:
     """Measure error decoupling of every pair of models."""
-    from rich.console import Console
-
+    from corl.cli.output import console as make_console
     from corl.studies.diversity import StudySettings, parse_filter, run_study
 
     names = list(models or []) + list(models_args or [])
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or batch_size < 1 or n < 0:
         raise typer.BadParameter("need --temperature >= 0, 0 < --top-p <= 1, --max-new-tokens >= 1, --batch-size >= 1, --n >= 0")
     if "{problem}" not in template:
@@ -96,7 +95,7 @@ def diversity(
         sys.stdout.write(json.dumps(result.report, ensure_ascii=False, allow_nan=False) + "\n")
         sys.stdout.flush()
         return
-    _print_report(Console(), result)
+    _print_report(make_console(), result)
 
 
 @contextlib.contextmanager

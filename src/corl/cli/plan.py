@@ -28,13 +28,13 @@ def plan(
     ),
 ) -> None:
     """Print the memory plan of a run: per rank, its states and each phase's peak, and whether it fits."""
-    from rich.console import Console
     from rich.markup import escape
 
+    from corl.cli.output import console as make_console
     from corl.config import ConfigError, load_config
     from corl.plan import plan_run, render, this_machine
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     try:
         cfg = load_config(config, set_)
         result = plan_run(cfg, this_machine(cfg, ranks, device_memory))

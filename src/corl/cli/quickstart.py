@@ -49,13 +49,12 @@ def quickstart(
     import contextlib
     import sys
 
-    from rich.console import Console
-
+    from corl.cli.output import console as make_console
     from corl.studies.quickstart import METHODS, QuickstartOptions, run_quickstart
     from corl.studies.quickstart_options import vision_defaults
     from corl.studies.tiny.families import FAMILIES
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     if agents is not None:
         families = ",".join(list(FAMILIES)[:agents])  # the registry's order is the ring's: agent n learns from n-1
     chosen = {k: v for k, v in {"steps": steps, "lr": lr, "min_agreement": min_agreement}.items() if v is not None}

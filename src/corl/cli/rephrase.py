@@ -82,8 +82,7 @@ def rephrase(
     check_instruction: Annotated[str | None, typer.Option(help="{instruction} of --check-template (default: corl's).")] = None,
     check_report: Annotated[Path | None, typer.Option(help="Per-row check results (default <output stem>.check.jsonl).")] = None,
 ) -> None:
-    from rich.console import Console
-
+    from corl.cli.output import console as make_console
     from corl.config import DEFAULT_INSTRUCTION
     from corl.data import PromptTemplate, load_rows
     from corl.studies.rephrase import (
@@ -97,7 +96,7 @@ def rephrase(
     )
 
     # markup off: problems and server answers contain [brackets]; soft wrap keeps paths whole.
-    console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+    console = make_console(stderr=True, markup=False, highlight=False, soft_wrap=True)
     if backend not in ("openai", "hf"):
         raise typer.BadParameter(f"unknown backend {backend!r}; choose openai or hf", param_hint="--backend")
     if instruction is not None and instruction_file is not None:

@@ -40,15 +40,14 @@ def suite_command(
 ):
     """Run a benchmark suite over checkpoints: a Table-1 markdown table, a JSON of every figure with its 95%
     interval, per-problem records per cell, and a pooled maj@k row; an interrupted run resumes."""
-    from rich.console import Console
-
+    from corl.cli.output import console as make_console
     from corl.models import check_model_source
     from corl.suite import ProtocolError, default_data_root, effective, parse_data_overrides, resolve_suite, run_suite
 
     checkpoints, suite, out, data, data_root, limit = map(_plain, (checkpoints, suite, out, data, data_root, limit))
     engine, seeds, bootstrap, bootstrap_seed = map(_plain, (engine, seeds, bootstrap, bootstrap_seed))
     max_tokens, chat, batch_prompts, as_json = map(_plain, (max_tokens, chat, batch_prompts, as_json))
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     try:
         benches = resolve_suite(suite)
         overrides = parse_data_overrides(list(data or []), benches)

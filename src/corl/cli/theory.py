@@ -32,14 +32,13 @@ def theory(
     Self-reward drives p < 1/2 to 0; two Co-RL agents reach the correct answer iff p_A + p_B > 1.
     Each claim is checked by the ODE and by toy policies trained with corl's vote, labels and GRPO.
     """
-    from rich.console import Console
-
+    from corl.cli.output import console as make_console
     from corl.studies.theory import SimSettings, TheorySettings, run_theory
     from corl.studies.theory_plot import plot_theory
 
     if k < 2 or steps < 1 or groups < 1 or grid < 2 or example_questions < 2 or lr <= 0:
         raise typer.BadParameter("need --k >= 2, --steps >= 1, --groups >= 1, --grid >= 2, --example-questions >= 2 and --lr > 0")
-    console = Console(stderr=as_json)
+    console = make_console(stderr=as_json)
     settings = TheorySettings(
         sim=SimSettings(k=k, groups=groups, steps=steps, lr=lr, seed=seed),
         grid=grid,
@@ -47,7 +46,7 @@ def theory(
         extras=extras,
     )
     start = time.perf_counter()
-    progress = Console(stderr=True)
+    progress = make_console(stderr=True)
 
     def say(msg: str) -> None:
         progress.print(f"[dim]{time.perf_counter() - start:5.1f}s  {msg}[/dim]")
