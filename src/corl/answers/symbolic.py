@@ -21,6 +21,10 @@ caller gave up returns at once when a worker takes it. Only the pool's one-time 
 sympy, ~1-3 s, `WORKER_STARTUP_S` at most) is not counted. If no worker can start, checks run
 in-process under the same call budget (without a wall guard) and a warning says so.
 ``CORL_ANSWER_WORKERS`` (default 2) sets the workers per process.
+
+What math-verify may read: TeX through its LaTeX reader; its plain-expression reader only for a
+string with no TeX command that is one expression as a whole (`_one_expression`), since that
+reader takes the last number out of any text (``7 \\star 8``, ``\\sum 7 8``, ``(7 8`` were 8).
 """
 
 from __future__ import annotations
