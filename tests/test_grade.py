@@ -225,3 +225,25 @@ def test_a_forged_record_with_a_lone_surrogate_cannot_crash_grade_records(tmp_pa
     (sample,) = json.loads(records.read_text(encoding="utf-8"))["samples"]
     assert sample["passed"] is False and sample["status"] == "exit"  # not the "memory" the program wrote
     assert sample["error"].isprintable()
+
+
+def test_mbpp_pass_at_1_plus_beside_pass_at_1(tmp_path):
+    """MBPP's prompt shows its asserts: a lookup table of them passes lm-eval's pass@1, not pass@1+ (tests the prompt
+    does not show, answered by the row's reference code: corl.tasks.code_plus)."""
+    row = {
+        "task_id": 1,
+        "text": "Write a function to add two numbers.",
+        "code": "def add(a, b):\n    return a + b",
+        "test_list": ["assert add(1, 2) == 3", "assert add(2, 5) == 7", "assert add(-1, 1) == 0"],
+    }
+    table = "def add(a, b):\n    return {(1, 2): 3, (2, 5): 7, (-1, 1): 0}.get((a, b))\n"
+    path = _jsonl(tmp_path / "programs.jsonl", [{**row, "programs": [row["code"], table]}])
+    records = tmp_path / "r.jsonl"
+    result = runner.invoke(
+        app, ["grade", str(path), "--task", "code", "--program-field", "programs", "--json", "--records", str(records)]
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)["models"]["programs"]
+    assert (out["pass@1"], out["pass@1+"], out["pass@2"], out["pass@2+"]) == (1.0, 0.5, 1.0, 1.0)
+    (line,) = [json.loads(x) for x in records.read_text().splitlines()]
+    assert (line["c"], line["pass@1+"]) == (2, 0.5)

@@ -259,8 +259,9 @@ def grade_code(
     records: list[dict] = []
     try:
         for model, indices in groups.items():
-            report = evaluate([problems[i] for i in indices], [texts[i] for i in indices], run_style, ks=ks)
-            results["models"][model] = {f"pass@{j}": report.pass_at[j] for j in ks} | {"n": len(indices)}
+            report = evaluate([problems[i] for i in indices], [texts[i] for i in indices], run_style, ks=ks, plus=True)
+            plus = {f"pass@{j}+": report.pass_plus[j] for j in ks if j in report.pass_plus}  # MBPP rows: corl.tasks.code_plus
+            results["models"][model] = {f"pass@{j}": report.pass_at[j] for j in ks} | plus | {"n": len(indices)}
             start = 0
             for i, entry in zip(indices, report.per_problem, strict=True):
                 outcomes = report.records[start : start + entry["n"]]  # records are in (problem, sample) order

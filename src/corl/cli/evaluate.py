@@ -327,10 +327,11 @@ def _evaluate_code(
                     engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts
                 )
                 greedy = run_tests_on(rows, greedy_texts, style, ks=(1,))
-                sampled = run_tests_on(rows, texts, style, ks=ks)
+                sampled = run_tests_on(rows, texts, style, ks=ks, plus=True)  # MBPP rows: pass@k+ too (corl.tasks.code_plus)
                 results["models"][name] = {
                     "greedy": greedy.pass_at[1],
                     **{f"pass@{j}": sampled.pass_at[j] for j in ks},
+                    **{f"pass@{j}+": sampled.pass_plus[j] for j in ks if j in sampled.pass_plus},
                     "mean_length": sum(lengths) / len(lengths),
                 }
                 per_problem.extend(_code_records(name, style, rows, greedy_texts, greedy, texts, sampled, k))

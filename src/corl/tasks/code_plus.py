@@ -65,6 +65,7 @@ def _assert(call: str, text: str) -> str | None:
 
 def plus_tests(rows: Sequence[Mapping], pool: SandboxPool | None = None) -> list[list[str]]:
     """The extra asserts of each row (module docstring); computed for rows not yet cached, two reference runs each."""
+    rows = [{**r, "test_setup_code": r.get("test_setup_code") or "\n".join(r.get("test_imports") or ())} for r in rows]
     keys = [_key(r) for r in rows]
     with _LOCK:
         todo = {k: r for k, r in zip(keys, rows) if k not in _CACHE}
