@@ -71,13 +71,13 @@ def evaluate(
     out: Path = typer.Option(Path("suite-results"), "--out", help="--suite: the folder of cells and results (rerun to resume)."),
 ) -> None:
     """Evaluate one or more models; several models are also scored as a pooled-vote ensemble (math)."""
-    from rich.console import Console
     from rich.markup import escape
 
     from corl.answers import EXTRACTION_MODES
+    from corl.cli.output import console as make_console
     from corl.run_targets import DATA_OPTIONS, PROMPT_OPTIONS, TargetError, resolve_targets, run_defaults
 
-    err = Console(stderr=True, emoji=False)  # "tiny:train:2000" is a data source, not an emoji code
+    err = make_console(stderr=True)  # "tiny:train:2000" is a data source, not an emoji code
     try:  # a run folder means every agent of its checkpoint, each named by its agent
         targets = resolve_targets(models, step)
         taken, note = run_defaults(targets, _given(ctx))
@@ -361,8 +361,9 @@ def _code_records(name, style, rows, greedy_texts, greedy, texts, sampled, k) ->
 
 
 def _print_table(results: dict, task: str, k: int) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from corl.cli.output import console as make_console
 
     title = f"{results['data']} ({results['n']} problems, k={k}, T={results['temperature']}"
     title += f", {results['style']})" if task == "code" else f", extract={results['extract']})"
@@ -373,7 +374,7 @@ def _print_table(results: dict, task: str, k: int) -> None:
         table.add_column(col)
     for name, e in results["models"].items():
         table.add_row(name, *(f"{e[m]:.3f}" for m in metrics), f"{e['mean_length']:.1f}")
-    out = Console()
+    out = make_console()
     out.print(table)
     for key, value in results.items():
         if key.startswith("pooled_"):

@@ -69,12 +69,12 @@ def grade_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
 ) -> None:
     """Grade completions from any generator: math verdicts and avg@k / maj@k / pass@k, or code in the sandbox."""
-    from rich.console import Console
     from rich.markup import escape
 
+    from corl.cli.output import console as make_console
     from corl.grade import GradeError
 
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     try:
         results, per_row = _grade(
             file, task, completion_field, program_field, answer_field, options_field, id_field, model_field, name, extract,
@@ -188,8 +188,9 @@ def _grade_math(rows, path, groups, ids, answer_field, answers, extract, options
 
 
 def _print_table(results: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from corl.cli.output import console as make_console
 
     k = results["k"]
     extra = results["style"] if results["task"] == "code" else f"extract={results['extract']}"
@@ -200,7 +201,7 @@ def _print_table(results: dict) -> None:
         table.add_column(column)
     for model, entry in results["models"].items():
         table.add_row(model, str(entry["n"]), *(f"{entry[m]:.3f}" for m in metrics))
-    out = Console()
+    out = make_console()
     out.print(table)
     for key, value in results.items():
         if key.startswith("pooled_"):
