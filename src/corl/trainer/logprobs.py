@@ -81,6 +81,16 @@ class _HeadInput:
         self.autocast = (device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device))
         return (hidden[:, :0],)
 
+    def head(self, lm_head):
+        """The output projection, applied in the autocast state the forward ran in: [..., H] -> [..., V]."""
+        device, dtype, enabled = self.autocast
+
+        def apply(h: torch.Tensor) -> torch.Tensor:
+            with torch.autocast(device, dtype=dtype, enabled=enabled):
+                return lm_head(h)
+
+        return apply
+
 
 def completion_hidden(model, rollout: Rollout, rows: torch.Tensor, width: int):
     """Final hidden states before the completion tokens, and the head that maps them to logits.
@@ -103,12 +113,7 @@ def completion_hidden(model, rollout: Rollout, rows: torch.Tensor, width: int):
         model(**_forward_inputs(rollout, rows, width))
     finally:
         handle.remove()
-    device, dtype, enabled = capture.autocast
-
-    def head(h: torch.Tensor) -> torch.Tensor:  # [..., H] -> [..., V]
-        with torch.autocast(device, dtype=dtype, enabled=enabled):
-            return lm_head(h)
-
+    head = capture.head(lm_head)
     vocab = getattr(lm_head, "out_features", None) or model.config.vocab_size
     return capture.hidden[:, -width:], head, vocab
 

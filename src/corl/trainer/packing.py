@@ -177,12 +177,7 @@ def packed_logprobs(model, rollout: Rollout, rows: torch.Tensor, temperature: fl
             model(**inputs)
     finally:
         handle.remove()
-    device, dtype, enabled = capture.autocast
-
-    def head(h: torch.Tensor) -> torch.Tensor:  # [..., H] -> [..., V]
-        with torch.autocast(device, dtype=dtype, enabled=enabled):
-            return lm_head(h)
-
+    head = capture.head(lm_head)
     hidden = capture.hidden[0, predict]  # [M, H]
     vocab = getattr(lm_head, "out_features", None) or model.config.vocab_size
     chunk = max(1, LOGIT_CHUNK_ELEMENTS // max(vocab, 1))
