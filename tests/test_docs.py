@@ -15,6 +15,17 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+def build_site(root: Path, out: Path) -> subprocess.CompletedProcess:
+    """`mkdocs build --strict` of the site under `root` (warnings, e.g. a dead link or anchor, fail it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
+
+
 def test_generated_reference_pages_are_up_to_date():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -38,13 +49,7 @@ def test_the_config_reference_lists_every_key_with_its_description():
 
 def test_the_site_builds_with_strict_link_checking(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra (mkdocs-material) is part of .[test]")
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
-    )
+    done = build_site(ROOT, tmp_path / "site")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
 
@@ -55,13 +60,7 @@ def test_a_broken_link_fails_the_build(tmp_path):
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     with (tmp_path / "docs" / "index.md").open("a") as f:
         f.write("\n[a page that moved](runs.md#no-such-section)\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
-    )
+    done = build_site(tmp_path, tmp_path / "site")
     assert done.returncode != 0 and "no-such-section" in done.stdout + done.stderr
 
 
