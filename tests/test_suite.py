@@ -68,9 +68,9 @@ def test_cli_refuses_bad_options_before_loading_anything(tmp_path):
 
     code, text = run(str(tmp_path / "no-such-ckpt"), "--suite", "code")
     assert code == 2 and "no-such-ckpt' not found" in text
-    code, text = run("tiny:llama", "--suite", "code", "--data", f"mbpp={tmp_path / 'missing.jsonl'}")
+    code, text = run("tiny:llama-char", "--suite", "code", "--data", f"mbpp={tmp_path / 'missing.jsonl'}")
     assert code == 2 and "--data mbpp=" in text and "missing.jsonl not found" in text
-    code, text = run("tiny:llama", "--suite", "code", "--seeds", "0,x")
+    code, text = run("tiny:llama-char", "--suite", "code", "--seeds", "0,x")
     assert code == 2 and "--seeds '0,x'" in text
     assert not (tmp_path / "o").exists()  # refused before any cell
 
