@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from corl.answers import unknown_checks
 from corl.checkpoint import checkpoint_step, latest_checkpoint, load_loop_state, save_checkpoint, set_rng_state, verify_checkpoint
 from corl.checkpoint_sharded import agreed_checkpoint
 from corl.config import RunConfig, dump_config
@@ -224,6 +225,7 @@ class Run:
             if cfg.logging.eval_on_start and self.start_step == 0:
                 self._validation_point(-1)
             for step in range(self.start_step, cfg.cohort.steps):
+                unknown_checks()  # a step's grading/unknown counts its own checks, not validation's or earlier code's
                 last = self.step(step)
                 self._log(step, last)
                 self.selector.record_step(last)
