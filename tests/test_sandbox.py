@@ -680,8 +680,7 @@ def test_a_flood_on_stderr_is_cut_as_soon_as_one_on_stdout(backend):
     err = _run_in(backend, flood.format(stream="stderr"), limits=limits)
     assert (out.status, err.status) == (Status.OUTPUT_LIMIT, Status.OUTPUT_LIMIT)
     assert (len(out.stdout), len(err.stderr)) == (100_000, 100_000)
-    # Not a speed: the host used to wait a fixed 10 s for a shell blocked on the full stderr pipe.
-    assert err.wall_s < out.wall_s + 5
+    # how soon each is cut is measured, as a ratio, by benchmarks/sandbox_flood.py (a test asserts no time)
 
 
 _VENV_RUN = """import json, sys
