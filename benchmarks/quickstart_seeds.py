@@ -2,6 +2,7 @@
 
     python benchmarks/quickstart_seeds.py                 # seeds 0 1 2, each a first run
     python benchmarks/quickstart_seeds.py --seeds 0 1 2 3 --out runs/quickstart-seeds
+    python benchmarks/quickstart_seeds.py --seeds 0 1 2 3 4 5 6 7 --parallel 2 -- --vision
 
 Each seed runs `corl quickstart --seed S --json` as a user would, in its own process, with
 an empty tiny-model cache (CORL_CACHE under --out): pretraining included, so each seed's
@@ -30,15 +31,35 @@ from pathlib import Path
 
 
 def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
+    """One seed's `corl quickstart --json` in its own process; a failed seed is a row too, never an abort."""
     env = {**os.environ, "CORL_CACHE": str(out / f"cache-seed{seed}")}
     cmd = [sys.executable, "-m", "corl", "quickstart", "--seed", str(seed), "--out", str(out / f"seed{seed}"), "--json", *extra]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    seconds = round(time.perf_counter() - start, 1)
+    (out / f"seed{seed}.stderr.log").write_text(proc.stderr)
     if proc.returncode != 0:
-        raise SystemExit(f"seed {seed} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        return {"failed": f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}",
+                "process_seconds": seconds}  # fmt: skip
     results = json.loads(proc.stdout)
-    results["process_seconds"] = round(time.perf_counter() - start, 1)
+    results["process_seconds"] = seconds
     return results
+
+
+def run_seeds(seeds: list[int], out: Path, extra: list[str], parallel: int) -> dict[int, dict]:
+    """Every seed, `parallel` at a time (side by side; each reports its own CPU seconds, so sharing
+    the cores changes a seed's wall time, not its work or its numbers)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(seed: int) -> dict:
+        print(f"seed {seed}: corl quickstart --seed {seed} {' '.join(extra)} ...", file=sys.stderr, flush=True)
+        r = run_seed(seed, out, extra)
+        state = f"FAILED ({r['failed']})" if "failed" in r else f"{r['wall_time_s']:.0f} s, {r.get('cpu_seconds')} CPU-s"
+        print(f"seed {seed}: {state}", file=sys.stderr, flush=True)
+        return r
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return dict(zip(seeds, pool.map(one, seeds)))
 
 
 def _ms(values: list[float], scale: float = 100.0) -> str:
@@ -67,9 +88,43 @@ def pooled_claims(runs: dict[int, dict]) -> list[dict]:
     return check_claims(vectors, pooled, [], None)
 
 
-def summary(runs: dict[int, dict]) -> str:
+def per_seed(runs: dict[int, dict]) -> list[str]:
+    """A row per seed, failures included: every claim's verdict, the cohort's greedy averages, wall and CPU seconds."""
+    texts = list(dict.fromkeys(c["claim"] for r in runs.values() if "failed" not in r for c in r["claims"]))
+    lines = ["Claims per seed (✓ holds, ✗ fails; claims numbered as in the table below):", ""]
+    lines += [
+        "| seed | "
+        + " | ".join(f"c{i + 1}" for i in range(len(texts)))
+        + " | method claims held | Base → TTRL / Co-RL / GT (avg %) | wall s | CPU-s |"
+    ]
+    lines += ["|---|" + "---|" * (len(texts) + 4)]
+    for s in sorted(runs):
+        r = runs[s]
+        if "failed" in r:
+            lines.append(
+                f"| {s} | " + " | ".join("-" for _ in texts) + f" | failed: {r['failed']} | - | {r['process_seconds']:.0f} | - |"
+            )
+            continue
+        verdicts = {c["claim"]: c["holds"] for c in r["claims"]}
+        method = [c for c in r["claims"] if not c["claim"].startswith("Theorem 1")]
+        avg = {m: 100 * statistics.fmean(e["greedy"]["mean"] for e in agents.values()) for m, agents in r["methods"].items()}
+        accs = f"{avg.get('base', 0):.1f} → {avg.get('ttrl', 0):.1f} / {avg.get('co-rl', 0):.1f} / {avg.get('gt', 0):.1f}"
+        cells = ["-" if t not in verdicts else ("✓" if verdicts[t] else "✗") for t in texts]
+        held = f"{sum(c['holds'] for c in method)}/{len(method)}"
+        lines.append(f"| {s} | " + " | ".join(cells) + f" | {held} | {accs} | {r['wall_time_s']:.0f} | {r.get('cpu_seconds')} |")
+    lines += [""] + [f"- c{i + 1}: {t}" for i, t in enumerate(texts)]
+    return lines
+
+
+def summary(all_runs: dict[int, dict]) -> str:
+    runs = {s: r for s, r in all_runs.items() if "failed" not in r}
+    failed = sorted(set(all_runs) - set(runs))
+    lines = per_seed(all_runs) + [""]
+    if not runs:
+        return "\n".join(lines + ["Every seed failed."])
     seeds = sorted(runs)
-    lines = [f"Seeds: {', '.join(map(str, seeds))} (a seed's wall time includes pretraining when its cache was empty).", ""]
+    lines += [f"Seeds: {', '.join(map(str, seeds))} (a seed's wall time includes pretraining when its cache was empty)"
+              + (f"; failed, left out below: {', '.join(map(str, failed))}." if failed else "."), ""]  # fmt: skip
     lines += ["| claim | margin, points (mean ± std) | held in | within noise |", "|---|---|---|---|"]
     texts = list(dict.fromkeys(c["claim"] for r in runs.values() for c in r["claims"]))
     for text in texts:
@@ -152,17 +207,17 @@ def main() -> None:
     parser.add_argument(
         "--summarize-only", action="store_true", help="only re-read OUT/seed<S>/results.json and print the summary"
     )
+    parser.add_argument("--parallel", type=int, default=1, help="seeds run side by side (default 1)")
     parser.add_argument("quickstart_args", nargs="*", help="passed to corl quickstart after --")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = {}
-    for seed in args.seeds:
-        if args.summarize_only:
-            runs[seed] = json.loads((args.out / f"seed{seed}" / "results.json").read_text())
-            continue
-        print(f"seed {seed}: corl quickstart --seed {seed} ...", file=sys.stderr, flush=True)
-        runs[seed] = run_seed(seed, args.out, args.quickstart_args)
-        print(f"seed {seed}: {runs[seed]['wall_time_s']:.0f} s", file=sys.stderr, flush=True)
+    if args.summarize_only:
+        runs = {}
+        for seed in args.seeds:
+            path = args.out / f"seed{seed}" / "results.json"
+            runs[seed] = json.loads(path.read_text()) if path.is_file() else {"failed": f"no {path}", "process_seconds": 0}
+    else:
+        runs = run_seeds(args.seeds, args.out, args.quickstart_args, args.parallel)
     text = summary(runs)
     (args.out / "summary.md").write_text(text + "\n")
     print(text)
