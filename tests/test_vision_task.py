@@ -129,3 +129,22 @@ def test_the_slipping_teacher_boxes_x_for_its_share_of_a_type_after_the_read_onl
     assert not any(slipped(r) for r in later if r["type"] == "minus")  # no share: always taught in full
     with pytest.raises(ValueError, match="no step to stop short of"):
         VLFamilySpec(name="bad", arch="llava_siglip", tokenizer="char", slips={"read": 0.5})
+
+
+def test_the_mixture_weighs_the_types_after_the_read_only_steps():
+    import dataclasses
+    from itertools import islice
+
+    from corl.studies.tiny_vl.families import get_vl_family
+    from corl.studies.tiny_vl.pretrain import READ_ONLY_SHARE, training_rows
+    from corl.studies.tiny_vl.task import iter_problems
+
+    spec = dataclasses.replace(get_vl_family("llava-siglip-char"), mixture={"read": 1, "plus": 3, "minus": 0})
+    steps = list(training_rows(spec, steps=40, batch_size=16))
+    later = [r["type"] for part in steps[round(READ_ONLY_SHARE * 40) :] for r in part]
+    assert "minus" not in later and 0.65 <= later.count("plus") / len(later) <= 0.85  # 3/4 expected
+    # no mixture: the uniform stream every split is drawn with, unchanged
+    uniform = [r["problem"] for r in islice(iter_problems("train", seed=5), 30)]
+    assert uniform == [r["problem"] for r in islice(iter_problems("train", seed=5, weights=None), 30)]
+    with pytest.raises(ValueError, match="positive weights"):
+        next(iter_problems("train", weights={"read": 0, "plus": 0, "minus": 0}))

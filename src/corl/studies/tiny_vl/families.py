@@ -84,6 +84,8 @@ class VLFamilySpec:
     # teacher that stops one step short (corl.studies.tiny.task.slipped: "x=47. \\boxed{47}" for
     # x+8=?): the family reads the image and knows the sum, but its majority answer is the slip's.
     slips: dict[str, float] = field(default_factory=dict)
+    # Relative frequency of each type in the rows after the read-only curriculum (empty: uniform).
+    mixture: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         bad = {t: v for t, v in self.slips.items() if t not in SLIP_TYPES or not 0.0 <= v <= 1.0}

@@ -101,7 +101,7 @@ def training_rows(spec: VLFamilySpec, steps: int, batch_size: int) -> Iterator[l
     """Each step's rows: "read" rows only for the first READ_ONLY_SHARE of the steps, then the full
     mixture, where a share `spec.slips[type]` of each type's rows is the slipping teacher's solution."""
     read_rows: Iterator[dict] = iter_problems("train", seed=spec.seed, types=("read",))
-    rows: Iterator[dict] = iter_problems("train", seed=spec.seed)
+    rows: Iterator[dict] = iter_problems("train", seed=spec.seed, weights=spec.mixture or None)
     read_only = round(READ_ONLY_SHARE * steps)
     teacher = random.Random(f"corl-vtiny-slips/{spec.seed}")  # which rows the slipping teacher solves
     for step in range(steps):

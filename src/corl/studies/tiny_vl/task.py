@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
@@ -91,8 +91,11 @@ def _problem(rng: random.Random, kind: str, difficulty: int) -> tuple[int, str, 
     return x, f"x-{b}=?", [f"x={x}.", f"{x}-{b}={x - b}."], x - b
 
 
-def iter_problems(split: str, seed: int = 0, difficulty: int = 1, types: Sequence[str] = TYPES) -> Iterator[dict]:
-    """An endless seeded stream of `split` rows (repeats possible)."""
+def iter_problems(
+    split: str, seed: int = 0, difficulty: int = 1, types: Sequence[str] = TYPES, weights: Mapping[str, float] | None = None
+) -> Iterator[dict]:
+    """An endless seeded stream of `split` rows (repeats possible); `weights`: relative frequency per
+    type (default uniform over `types`: the stream every split was drawn with)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
     if difficulty not in (1, 2, 3):
@@ -100,10 +103,13 @@ def iter_problems(split: str, seed: int = 0, difficulty: int = 1, types: Sequenc
     unknown = [t for t in types if t not in TYPES]
     if unknown or not types:
         raise ValueError(f"unknown problem type(s) {unknown or types}; choose from {', '.join(TYPES)}")
+    if weights is not None and (set(weights) - set(types) or not any(weights.get(t, 0) > 0 for t in types)):
+        raise ValueError(f"mixture weights {dict(weights)} need positive weights over the types {', '.join(types)}")
     rng = random.Random(f"corl-vtiny/{seed}/{split}/{difficulty}")
+    w = [float(weights.get(t, 0.0)) for t in types] if weights is not None else None
     i = 0
     while True:
-        kind = rng.choice(list(types))
+        kind = rng.choice(list(types)) if w is None else rng.choices(list(types), weights=w)[0]
         x, problem, steps, value = _problem(rng, kind, difficulty)
         render_seed = rng.random()  # rendering draws from its own stream
         if split_of(f"{kind}/{x}/{problem}/{render_seed!r}") != split:
