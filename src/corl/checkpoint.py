@@ -24,7 +24,7 @@ import json
 import os
 import random
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,6 +33,7 @@ import torch
 
 from corl.config import ConfigError
 from corl.model_card import write_model_cards
+from corl.parallel.exchange import Exchange, LocalExchange, PeerFailure
 
 
 def rng_state() -> dict:
@@ -112,7 +113,7 @@ def save_checkpoint(
     loop_state: dict,
     keep_last: int | None = KEEP_LAST,
     write_state: bool = True,
-    barrier=None,
+    exchange: Exchange | None = None,
     record: dict | None = None,
     gathered: bool = True,
 ) -> Path:
@@ -124,51 +125,86 @@ def save_checkpoint(
     later); the run writes that folder for best/ and the final step. Without FSDP the
     Hugging Face folder is the checkpoint, and is written either way.
 
-    In a multi-process run every process passes the agents it hosts and the same
-    `barrier`; `Agent.save` lets each agent's dp rank 0 write it, and only the process
-    with write_state creates, commits and prunes.
+    In a multi-process run every process passes the agents it hosts and the run's `exchange`;
+    `Agent.save` lets each agent's dp rank 0 write it, and only the process with write_state
+    creates, commits and prunes. A failure on any process (a full disk, a rank that died) is
+    agreed on by all of them before anyone acts on it (`_agree`): the half-written folder is
+    removed once no one writes into it, and the job says one line, not one per rank.
     """
-    barrier = barrier or (lambda: None)
+    exchange = exchange or LocalExchange()
     root = Path(run_dir) / "checkpoints"
     final = root / f"step_{step:06d}"
     tmp = root / f".tmp_step_{step:06d}"
-    if write_state:
+    agreement = _Agreement(exchange, Path(run_dir), step, tmp, final, write_state)
+
+    def create() -> None:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-    barrier()
-    with _cleaned_up_on_failure(tmp, final):
-        for agent in agents:
-            if gathered:
-                agent.save(tmp / agent.name)  # model + tokenizer (HF format) and trainer.pt
-            else:
-                agent.save(tmp / agent.name, gathered=False)  # FSDP2: the shards (and the tokenizer) alone
-    barrier()
-    if write_state:
-        with _cleaned_up_on_failure(tmp, final):
-            write_model_cards(tmp, Path(run_dir), step)
-            torch.save({"step": step, "rng": rng_state(), "loop": loop_state, "run": record}, tmp / "state.pt")
-            (tmp / "state.json").write_text(
-                json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
-            )
-        with _cleaned_up_on_failure(tmp, final):
-            _write_atomic(tmp / MANIFEST, json.dumps(manifest(tmp), indent=1))
+
+    def write_agents() -> None:
+        failed = None
+        for agent in agents:  # each agent's save is a collective of its ranks: tried even after another failed
+            try:
+                if gathered:
+                    agent.save(tmp / agent.name)  # model + tokenizer (HF format) and trainer.pt
+                else:
+                    agent.save(tmp / agent.name, gathered=False)  # FSDP2: the shards (and the tokenizer) alone
+            except BaseException as err:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+                if isinstance(err, INTERRUPTIONS):
+                    raise
+                failed = failed or err
+        if failed is not None:
+            raise failed
+
+    agreement.phase(create if write_state else None)  # the others write into it once it is there
+    agreement.phase(write_agents)
+
+    def commit() -> None:
+        write_model_cards(tmp, Path(run_dir), step)
+        torch.save({"step": step, "rng": rng_state(), "loop": loop_state, "run": record}, tmp / "state.pt")
+        (tmp / "state.json").write_text(
+            json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
+        )
+        _write_atomic(tmp / MANIFEST, json.dumps(manifest(tmp), indent=1))
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         _write_atomic(root / "latest", final.name)
         if keep_last:
             _prune(root, final, keep_last)
-    barrier()
+
+    agreement.phase(commit if write_state else None)
     return final
 
 
 def _prune(root: Path, final: Path, keep_last: int) -> None:
     """Keep `final` (just written, named by `latest`) and the newest others up to `keep_last`:
-    a checkpoint with a higher step than `final` must not push out the one `latest` names."""
+    a checkpoint with a higher step than `final` must not push out the one `latest` names.
+    A half-written folder an earlier attempt left (a rank killed inside its write) goes too."""
     others = sorted(p for p in root.glob("step_*") if p.is_dir() and p != final)
-    for old in others[: max(0, len(others) - (keep_last - 1))]:
+    for old in [*others[: max(0, len(others) - (keep_last - 1))], *root.glob(".tmp_step_*")]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _is_disk_full(err: BaseException, free: int) -> bool:
+    # torch.save's "file write failed" (inline_container.cc) names no errno, and DCP wraps every
+    # rank's OSError in its own exception: the free space is what tells a full disk
+    return isinstance(err, OSError) and err.errno == errno.ENOSPC or free < 2**20 or "No space" in str(err)
+
+
+def _last_line(err: BaseException) -> str:
+    """An error in one line: DCP's exception holds every failed rank's traceback, the error last."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[-1] if lines else type(err).__name__
+
+
+def _disk_full_message(final: Path, free: int) -> str:
+    return (
+        f"could not write checkpoint {final}: the disk is full ({free / 2**20:.1f} MiB free). "
+        f"The half-written folder was removed and the previous checkpoint is intact; free space, then resume "
+        f"(corl train --resume {final.parent.parent})"
+    )
 
 
 @contextmanager
@@ -178,18 +214,97 @@ def _cleaned_up_on_failure(tmp: Path, final: Path) -> Iterator[None]:
     try:
         yield
     except Exception as err:  # torch.save and safetensors report a full disk as their own error types
-        # measured before the half-written folder goes: removing it frees what it took (torch.save's
-        # "file write failed" names no errno, so the free space is what tells a full disk)
+        # measured before the half-written folder goes: removing it frees what it took
         free = shutil.disk_usage(tmp.parent).free if tmp.parent.exists() else 0
         shutil.rmtree(tmp, ignore_errors=True)
-        full = isinstance(err, OSError) and err.errno == errno.ENOSPC or free < 2**20 or "No space" in str(err)
-        if not full:
+        if not _is_disk_full(err, free):
             raise
-        raise CheckpointError(
-            f"could not write checkpoint {final}: the disk is full ({free / 2**20:.1f} MiB free). "
-            f"The half-written folder was removed and the previous checkpoint is intact; free space, then resume "
-            f"(corl train --resume {final.parent.parent})"
-        ) from err
+        raise CheckpointError(_disk_full_message(final, free)) from err
+
+
+INTERRUPTIONS = (KeyboardInterrupt, SystemExit)  # not a failed write: never held back for the others
+
+
+class CheckpointFailed(CheckpointError):
+    """A checkpoint failure every process of the run has agreed on: one of them says it
+    (`speaks`: rank 0, or the survivor that claimed it when ranks died), the others exit
+    with the same status in silence. `missing`: the ranks that died."""
+
+    def __init__(self, message: str, speaks: bool, missing: list[int] | None = None):
+        super().__init__(message)
+        self.speaks = speaks
+        self.missing = list(missing or [])
+
+
+class _Agreement:
+    """The phases of one checkpoint, each ended by every process learning every process's
+    outcome (an all_gather of small records): no process acts on a failure (removes the
+    half-written folder, exits) while another may still write into it or wait for it in a
+    collective.
+
+    A process that failed keeps its exception and gives the others its kind (a full disk, with
+    the free space measured before anything was removed, or another error's text). A process
+    that died is never heard from: the survivors' gathering fails once torchrun stops them
+    (or distributed.timeout_s passes), and the ranks whose heartbeat stopped are named."""
+
+    def __init__(self, exchange: Exchange, run_dir: Path, step: int, tmp: Path, final: Path, commits: bool):
+        self.exchange, self.run_dir, self.step = exchange, run_dir, step
+        self.tmp, self.final, self.commits = tmp, final, commits
+        self.failed: tuple[Exception, dict] | None = None
+
+    def phase(self, work: Callable[[], object] | None) -> None:
+        """Run `work` (this process's part of the phase, if any), then agree on the outcome."""
+        if work is not None:
+            try:
+                work()
+            except BaseException as err:  # noqa: BLE001 - every kind is gathered; a full disk comes as many types
+                if isinstance(err, INTERRUPTIONS):
+                    raise
+                free = shutil.disk_usage(self.tmp.parent).free if self.tmp.parent.exists() else 0
+                self.failed = (err, {"full": _is_disk_full(err, free), "free": free, "error": _last_line(err)})
+        self._agree()
+
+    def _agree(self) -> None:
+        heartbeat = getattr(self.exchange, "heartbeat", None)
+        try:
+            views = self.exchange.all_gather(None if self.failed is None else self.failed[1])
+        except PeerFailure as err:
+            dead = [r for r in err.missing if r in heartbeat.stopped_ranks()]
+            if not dead:
+                raise  # alive but silent (hung) or failed elsewhere: the peer failure says who
+            raise self._died(heartbeat, dead) from err
+        failures = [(rank, view) for rank, view in enumerate(views) if view is not None]
+        if not failures:
+            return
+        if self.commits:  # nobody writes into it any more
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        speaks = heartbeat is None or heartbeat.rank == 0
+        full = [view["free"] for _, view in failures if view["full"]]
+        mine = self.failed[0] if self.failed is not None else None
+        if full:
+            raise CheckpointFailed(_disk_full_message(self.final, min(full)), speaks) from mine
+        first, view = failures[0]
+        if mine is not None and (heartbeat is None or heartbeat.rank == first):
+            raise mine  # not a full disk: the rank it happened on shows it as it is (a traceback)
+        where = heartbeat.layout.describe([first]) if heartbeat is not None else "a process"
+        raise CheckpointFailed(f"{where} could not write its part of checkpoint {self.final}: {view['error']}", False) from mine
+
+    def _died(self, heartbeat, dead: list[int]) -> CheckpointFailed:
+        """One survivor says it (the first to claim it in torchrun's store; the others may still
+        be writing: the half-written folder is left to the next checkpoint, which removes it)."""
+        me = str(heartbeat.rank).encode()
+        try:
+            speaks = heartbeat.store.compare_set(f"checkpoint/{self.step}/died", "", me) == me
+        except RuntimeError:  # the store is gone (torchrun stopped): nobody can claim it
+            speaks = heartbeat.rank == min(r for r in range(heartbeat.layout.world) if r not in dead)
+        last = latest_checkpoint(self.run_dir)
+        previous = f"the last complete checkpoint is {last.name}" if last is not None else "no checkpoint is complete yet"
+        return CheckpointFailed(
+            f"{heartbeat.layout.describe(dead)} died during the checkpoint of step {self.step} (killed, out of memory?); "
+            f"{previous}; resume with corl train --resume {self.run_dir}",
+            speaks,
+            dead,
+        )
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:

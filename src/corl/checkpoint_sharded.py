@@ -21,8 +21,10 @@ back, with everyone, to the previous one.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+import signal
 from pathlib import Path
 
 from corl.checkpoint import CheckpointError, checkpoint_step, latest_checkpoint
@@ -51,13 +53,37 @@ def save_sharded(model, optimizer, folder: Path, group) -> None:
         optimizer.state.clear()
     state = {"model": model_state} if fresh else {"model": model_state, "optimizer": optimizer_state}
     folder.mkdir(parents=True, exist_ok=True)  # also on a node whose disk no other rank shares
-    dcp.save(state, storage_writer=dcp.FileSystemWriter(folder), process_group=group)
+    dcp.save(state, storage_writer=_writer(folder, group), process_group=group)
+
+
+def _writer(folder: Path, group):
+    """DCP's file writer; under the TEST-ONLY CORL_TEST_FAULT="AGENT:kill-writing:STEP" the agent's
+    dp rank 0 is SIGKILLed once its shards of step STEP's checkpoint are on disk, inside DCP's
+    save (its peers wait for its write results; the metadata is not written). tests/test_faults_fsdp.py."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    spec = os.environ.get("CORL_TEST_FAULT", "").split(":")
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if len(spec) != 3 or spec[1] != "kill-writing" or attempt != "0" or folder.parent.name != spec[0]:
+        return dcp.FileSystemWriter(folder)
+    if folder.parent.parent.name.removeprefix(".tmp_step_").lstrip("0") != spec[2] or dist.get_rank(group) != 0:
+        return dcp.FileSystemWriter(folder)
+
+    class KilledAfterItsShards(dcp.FileSystemWriter):
+        def write_data(self, plan, planner):
+            written = super().write_data(plan, planner)
+            written.wait()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return KilledAfterItsShards(folder)
 
 
 def load_sharded(model, optimizer, folder: Path, group) -> None:
     """Load what `save_sharded` wrote, on whatever number of ranks `group` now has (None
     and no process group: one process reads every shard)."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_model_state_dict, set_state_dict
 
     try:
@@ -67,7 +93,7 @@ def load_sharded(model, optimizer, folder: Path, group) -> None:
         model_state, optimizer_state = get_state_dict(model, optimizer, options=_options())
         state = {"model": model_state, "optimizer": optimizer_state} if with_optimizer else {"model": model_state}
         dcp.load(state, storage_reader=reader, process_group=group)
-    except Exception as err:  # noqa: BLE001 - DCP reports a missing file or key as CheckpointException
+    except (Exception, CheckpointException) as err:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
         raise CheckpointError(f"cannot load the sharded model and optimizer state in {folder}: {err}") from err
     if with_optimizer:
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=_options())
@@ -87,6 +113,7 @@ def export_agent(cfg, index: int, folder: Path) -> None:
     checkpoint holds them), in one process: the run's own model with its LoRA adapters and frozen
     vision tower, as the run built it, then every saved tensor read into it (DCP reads all shards)."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 
     from corl.models import ADAPTER_FOLDER, add_lora, load_agent_policy, save_adapter, save_policy
@@ -106,7 +133,7 @@ def export_agent(cfg, index: int, folder: Path) -> None:
     try:
         state = {"model": get_model_state_dict(model, options=_options())}
         dcp.load(state, storage_reader=dcp.FileSystemReader(shards))
-    except Exception as err:  # noqa: BLE001 - DCP reports a missing file or key as CheckpointException
+    except (Exception, CheckpointException) as err:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
         raise CheckpointError(f"cannot read the sharded model in {shards}: {err}") from err
     set_model_state_dict(model, state["model"], options=_options())
     save_policy(model, folder)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -41,7 +42,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from corl.checkpoint import latest_checkpoint
+from corl.checkpoint import CheckpointFailed, latest_checkpoint
 from corl.checkpoint_sharded import disks
 from corl.config import ConfigError, RunConfig
 from corl.models import resolve_device
@@ -106,6 +107,7 @@ class Preemption:
         self.run_dir = Path(run_dir)
         self.heartbeat = heartbeat
         self.flag = False
+        self.failing = False  # the run is failing: a SIGTERM now is torchrun stopping it, nothing to say
         self.name, self.exit_code = self.SIGNALS[signal.SIGTERM]
         self._timer: threading.Timer | None = None
 
@@ -132,15 +134,23 @@ class Preemption:
         if self.heartbeat is not None:
             self.heartbeat.stop_requested = True  # a meeting now fails at once if a peer is gone
         again = "; Ctrl-C again to stop at once, without one" if signum == signal.SIGINT else ""
-        print(
+        line = (
             f"corl: {self.name}: finishing this step, then saving a checkpoint (within distributed.preempt_grace_s = "
-            f"{self.grace_s:g} s){again}",
-            file=sys.stderr,
-            flush=True,
+            f"{self.grace_s:g} s){again}"
         )
+        if self.heartbeat is None:
+            print(line, file=sys.stderr, flush=True)
+        else:  # torchrun also stops every rank this way once one has died: that is no preemption to announce
+            threading.Thread(target=self._announce, args=(line,), daemon=True).start()
         self._timer = threading.Timer(self.grace_s, self._give_up)
         self._timer.daemon = True
         self._timer.start()
+
+    def _announce(self, line: str) -> None:
+        """Say `line` unless a peer stopped beating (dead: torchrun is stopping the job, and the
+        rank that noticed the death says so) or the run is failing already."""
+        if not self.heartbeat.stopped_ranks(wait_s=2 * self.heartbeat.BEAT_S) and not self.failing:
+            print(line, file=sys.stderr, flush=True)
 
     def _give_up(self) -> None:
         last = latest_checkpoint(self.run_dir)
@@ -206,7 +216,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
             entry=entry,
         )
         heartbeat.context = f"step {trainer.start_step}"
-        fault = _injected_fault(cfg, placement)
+        fault = _injected_fault(cfg, placement, run_dir)
 
         def on_step(step: int, metrics: dict) -> None:
             heartbeat.context = f"step {step + 1}"
@@ -222,6 +232,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
         dist.destroy_process_group()
         raise
     except BaseException as err:
+        preemption.failing = True
         _report_failure(run_dir, rank, layout, heartbeat, err)
         raise
     finally:
@@ -311,7 +322,8 @@ def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbe
         message = f"{type(err).__name__}: {err}"
     me = layout.describe([rank])
     missing = list(getattr(err, "missing", []))
-    if not missing:
+    agreed = isinstance(err, CheckpointFailed)  # known to every rank already; one of them says it (corl.cli.train)
+    if not missing and not agreed:
         # A peer that was SIGKILLed (or OOM-killed) wrote nothing and broke the collective (or
         # made torchrun stop this rank): name it by its heartbeat, which has stopped.
         dead = heartbeat.stopped_ranks()
@@ -326,7 +338,7 @@ def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbe
         "where": heartbeat.context,
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    if not isinstance(err, PeerFailure):  # a PeerFailure's cause is already known to the others
+    if not isinstance(err, PeerFailure) and not agreed:  # a PeerFailure's cause is already known to the others
         heartbeat.publish(record)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -336,17 +348,21 @@ def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbe
     else:
         with os.fdopen(fd, "w") as f:
             json.dump({"reported_by": me, **record}, f, indent=1)
-    print(f"corl: {me}: {message}", file=sys.stderr, flush=True)
+    if not agreed:
+        print(f"corl: {me}: {message}", file=sys.stderr, flush=True)
 
 
-def _injected_fault(cfg: RunConfig, placement) -> Callable[[int], None] | None:
+def _injected_fault(cfg: RunConfig, placement, run_dir: Path) -> Callable[[int], None] | None:
     """TEST-ONLY fault injection: CORL_TEST_FAULT="AGENT:hang|exit:STEP" makes the first
     (dp rank 0) process of agent AGENT hang forever, or exit at once with status 17, just
-    before step STEP (>= 1). Used by tests/test_distributed.py; never set it in real runs."""
+    before step STEP (>= 1); "fill" fills the run folder's disk (64 KiB stay free) there.
+    Used by tests/test_distributed.py, tests/test_faults_fsdp.py; never set it in real runs."""
     spec = os.environ.get(FAULT_ENV)
     if not spec or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":  # a restarted attempt runs clean
         return None
-    name, mode, at = spec.split(":")  # mode: hang, exit (status 17) or kill (SIGKILL: no cleanup at all)
+    name, mode, at = spec.split(":")  # mode: hang, exit (status 17), kill (SIGKILL: no cleanup at all) or fill
+    if mode not in ("hang", "exit", "kill", "fill"):
+        return None  # a fault injected elsewhere (corl.checkpoint_sharded: kill-writing)
     names = [a.name for a in cfg.agents]
     if names.index(name) not in placement.agents or placement.dp_rank != 0:
         return None
@@ -359,6 +375,10 @@ def _injected_fault(cfg: RunConfig, placement) -> Callable[[int], None] | None:
                 time.sleep(3600)
         if mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if mode == "fill":  # something else fills the disk between two checkpoints
+            free = shutil.disk_usage(run_dir).free
+            (run_dir / ".test-filler").write_bytes(b"\0" * max(0, free - 64 * 1024))
+            return
         os._exit(17)
 
     return fault

@@ -63,7 +63,8 @@ def train(
         console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(2) from None
     except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
-        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
+        if getattr(err, "speaks", True):  # a failure all ranks agreed on is said by one of them (CheckpointFailed)
+            console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except Preempted as err:  # SIGTERM: a checkpoint was saved; 143 tells a scheduler it may requeue
         if err.exit_code == 130:  # Ctrl-C

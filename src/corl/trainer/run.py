@@ -203,7 +203,7 @@ class Run:
             list(self.agents.values()),
             self.loop_state,
             write_state=self.placement.commits_checkpoints,
-            barrier=self.exchange.barrier,
+            exchange=self.exchange,
             record=self.entry.record,
             gathered=gathered,
         )
