@@ -13,7 +13,9 @@ Layout of `RUN_DIR/checkpoints/step_000120/`:
     manifest.json       every file's size and sha256, checked on resume
 A checkpoint is written to a hidden temporary folder and renamed into place, and
 `checkpoints/latest` is replaced atomically afterwards: an interruption at any moment
-leaves the previous checkpoint intact.
+leaves the previous checkpoint intact. In a multi-process run (torchrun, FSDP2 shards) every
+process learns every other's outcome at the end of each phase of the write (`_Agreement`):
+a full disk on any rank, or a rank that died, ends the job with one line said by one rank.
 """
 
 from __future__ import annotations
@@ -187,6 +189,13 @@ def _prune(root: Path, final: Path, keep_last: int) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _free_space(path: Path) -> int:
+    """Free bytes on the disk of `path` (its nearest existing folder)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
 def _is_disk_full(err: BaseException, free: int) -> bool:
     # torch.save's "file write failed" (inline_container.cc) names no errno, and DCP wraps every
     # rank's OSError in its own exception: the free space is what tells a full disk
@@ -250,7 +259,7 @@ class _Agreement:
     def __init__(self, exchange: Exchange, run_dir: Path, step: int, tmp: Path, final: Path, commits: bool):
         self.exchange, self.run_dir, self.step = exchange, run_dir, step
         self.tmp, self.final, self.commits = tmp, final, commits
-        self.failed: tuple[Exception, dict] | None = None
+        self.failed: tuple[BaseException, dict] | None = None
 
     def phase(self, work: Callable[[], object] | None) -> None:
         """Run `work` (this process's part of the phase, if any), then agree on the outcome."""
@@ -260,7 +269,7 @@ class _Agreement:
             except BaseException as err:  # noqa: BLE001 - every kind is gathered; a full disk comes as many types
                 if isinstance(err, INTERRUPTIONS):
                     raise
-                free = shutil.disk_usage(self.tmp.parent).free if self.tmp.parent.exists() else 0
+                free = _free_space(self.tmp)  # before anything is removed: removing frees what was written
                 self.failed = (err, {"full": _is_disk_full(err, free), "free": free, "error": _last_line(err)})
         self._agree()
 

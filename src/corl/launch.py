@@ -13,7 +13,8 @@ the whole world (gloo: objects are small). Agents of any architecture and size m
 same code runs on GPUs (NCCL) and CPUs (gloo), with distributed.fsdp or without.
 
 Failure: the first rank to fail writes RUN_DIR/failure.json (on its node), and every rank
-exits non-zero (torchrun then stops the rest).
+exits non-zero (torchrun then stops the rest). A failed checkpoint (a full disk, a rank that
+died inside it) is agreed on by every rank and said once (corl.checkpoint.CheckpointFailed).
 
 Multi-node: RUN_DIR may be on a disk every node sees or on each node's own. At start the
 ranks find out which of them see the same RUN_DIR; on each disk one rank commits the
@@ -117,7 +118,8 @@ class Preemption:
 
     def __exit__(self, *exc) -> None:
         for s, previous in self._previous.items():
-            signal.signal(s, previous)
+            # a failing run is on its way out to say why: torchrun's SIGTERM (another rank exited) must not cut it short
+            signal.signal(s, signal.SIG_IGN if self.failing and s == signal.SIGTERM else previous)
         if self._timer is not None:  # the checkpoint is written (or the run failed): no "none saved" exit 1
             self._timer.cancel()
 
@@ -313,7 +315,10 @@ def _file_away_failure(run_dir: Path, attempt: int) -> None:
 
 
 def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbeat, err: BaseException) -> None:
-    """Publish this rank's failure to the others and write RUN_DIR/failure.json (first writer wins)."""
+    """Publish this rank's failure to the others and write RUN_DIR/failure.json (first writer wins).
+    A failed checkpoint every rank agreed on is recorded by the rank that says it, alone."""
+    if isinstance(err, CheckpointFailed) and not err.speaks:
+        return
     if isinstance(err, LauncherStopped):
         message = f"{err} in {heartbeat.context}: another rank has probably exited; see the launcher's summary"
     elif isinstance(err, PeerFailure):
@@ -346,8 +351,11 @@ def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbe
     except OSError:
         pass  # an earlier failure is already recorded (or the directory is unwritable)
     else:
-        with os.fdopen(fd, "w") as f:
-            json.dump({"reported_by": me, **record}, f, indent=1)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"reported_by": me, **record}, f, indent=1)
+        except OSError:  # the disk is full: no record rather than a truncated one
+            (run_dir / FAILURE_FILE).unlink(missing_ok=True)
     if not agreed:
         print(f"corl: {me}: {message}", file=sys.stderr, flush=True)
 
