@@ -107,14 +107,19 @@ class VLFamilySpec:
 # peer can fix and a self-reward cannot: it was taught that type mostly (60%) by the teacher that
 # stops one step short and boxes x itself, so its majority answer there is the slip, while the
 # other family, taught the type in full, answers it well. Qwen2-VL slips on "plus", LLaVA/SigLIP
-# on "minus"; both read the digit (0.96 / 0.79 sampled, seed 0, validation). Shares as the text
-# study's (0.6: where its probes showed the slip to be the greedy answer and still movable by
-# 40 GT-Reward steps); chosen on the validation split (README, "Vision-language agents").
+# on "minus". A peer teaches only if it answers its full type well on any pretraining seed: with a
+# uniform mixture and 800 steps, 2 of 6 probe seeds left a teacher right on under half of its type
+# greedily (LLaVA's sums 35-42%), and a held-out seed broke the study. Arithmetic three times as
+# often as reading after the read-only steps, and 1,000 steps, left none of the same 6 (teachers
+# 55-100%). Chosen on the validation split (benchmarks/vision_design_probe.py, docs/vision.md).
+MIXTURE = {"read": 1.0, "plus": 3.0, "minus": 3.0}
 VL_FAMILIES: dict[str, VLFamilySpec] = {
     spec.name: spec
     for spec in (
-        VLFamilySpec(name="qwen2vl-bpe", arch="qwen2_vl", tokenizer="bpe", seed=0, slips={"plus": 0.6}),
-        VLFamilySpec(name="llava-siglip-char", arch="llava_siglip", tokenizer="char", seed=1, slips={"minus": 0.6}),
+        VLFamilySpec(name="qwen2vl-bpe", arch="qwen2_vl", tokenizer="bpe", seed=0, slips={"plus": 0.6}, mixture=MIXTURE),
+        VLFamilySpec(
+            name="llava-siglip-char", arch="llava_siglip", tokenizer="char", seed=1, slips={"minus": 0.6}, mixture=MIXTURE
+        ),
     )
 }
 
