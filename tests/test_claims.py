@@ -212,15 +212,15 @@ def test_theorem_split_fails_where_corl_loses_above_or_gains_below():
 
 
 def test_theorem_split_per_problem_from_the_bases_samples():
-    # the bases' shares of 4 T=1 samples per test problem: a + b = [1.5, 1.0, 0.75, 0]; problem 1 is on the line
-    sampled = {"k": 4, "accuracy": {"a": [1, 0.75, 0.25, 0], "b": [0.5, 0.25, 0.5, 0]}}
+    # the bases' shares of 16 T=1 samples per test problem: a + b = [1.5, 1.0, 0.75, 0]; problem 1 is on the line
+    sampled = {"k": 16, "accuracy": {"a": [1, 0.75, 0.25, 0], "b": [0.5, 0.25, 0.5, 0]}}
     claims = check_claims({"co-rl": CORL, "ttrl": TTRL}, {}, [], None, base_sampled=sampled)
     c = _by_text(claims, "Theorem 1: Co-RL gains over TTRL where per-problem")
     # above: problem 0 alone (gain 1, one problem: no noise); below: problems 2, 3 as in the per-type case
     assert c["numbers"]["above"] == {"gain": 1.0, "noise": None, "problems": 1, "positive": 1, "negative": 0, "p": 1.0}
     assert c["numbers"]["below"]["gain"] == pytest.approx(-0.25) and c["margin"] == pytest.approx(0.25) and c["holds"]
-    # two samples per problem are too few to place a problem on a side of the line
-    coarse = check_claims({"co-rl": CORL, "ttrl": TTRL}, {}, [], None, base_sampled={**sampled, "k": 2})
+    # the quickstart's four samples per problem are too few to place a problem on a side of the line
+    coarse = check_claims({"co-rl": CORL, "ttrl": TTRL}, {}, [], None, base_sampled={**sampled, "k": 4})
     assert not [x for x in coarse if x["claim"].startswith("Theorem 1")]
 
 
@@ -247,9 +247,9 @@ def test_summarize_hands_the_claims_the_split_and_the_reward_std(tmp_path):
             log.log(step, {"a/reward_std_normalized": std, "b/reward_std_normalized": std})
         log.close()
     gold = ["1", "2", "3", "4"]
-    samples = {
-        "a": [["1"] * 4, ["2", "2", "2", "9"], ["3", "9", "9", "9"], ["9"] * 4],
-        "b": [["1", "1", "9", "9"], ["2", "9", "9", "9"], ["3", "3", "9", "9"], ["9"] * 4],
+    samples = {  # 16 T=1 samples per problem (enough for the per-problem split): these four, four times
+        "a": [s * 4 for s in (["1"] * 4, ["2", "2", "2", "9"], ["3", "9", "9", "9"], ["9"] * 4)],
+        "b": [s * 4 for s in (["1", "1", "9", "9"], ["2", "9", "9", "9"], ["3", "3", "9", "9"], ["9"] * 4)],
     }
     per_seed = [
         {
@@ -264,7 +264,7 @@ def test_summarize_hands_the_claims_the_split_and_the_reward_std(tmp_path):
     per_type = _by_text(claims, "Theorem 1: Co-RL gains over TTRL where per-type")
     per_problem = _by_text(claims, "Theorem 1: Co-RL gains over TTRL where per-problem")
     assert per_type["margin"] == pytest.approx(0.25) and per_problem["numbers"]["above"]["problems"] == 1
-    assert "(4 samples each)" in per_problem["claim"]
+    assert "(16 samples each)" in per_problem["claim"]
     table = theorem_table(claims)
     assert "| per type | p_A + p_B > 1 | 2 | +50.0 ± 100.0 | 1 / 0, p = 1.000 |" in table
     assert "| per problem | p_A + p_B < 1 | 2 | -25.0 ± 50.0 | 0 / 1, p = 1.000 |" in table

@@ -229,8 +229,12 @@ def problem_sums(sampled: dict[str, Sequence[float]]) -> dict[str, list[float]]:
 
 
 # Below this many T=1 samples per problem and agent, a problem's p_A + p_B is too coarse to place it
-# on a side of the line (4 samples: p in steps of 0.25); the per-type split is the one tested then.
-PER_PROBLEM_MIN_SAMPLES = 4
+# on a side of the line, and the per-type split is the one tested. At the quickstart's 4 samples (p
+# in steps of 0.25, a sum's standard error ~0.35 near the line) the per-problem split failed its
+# "not below" on two text seeds of two (Co-RL +10.6 points over TTRL below the line): problems that
+# are above it in truth land below, and a model that learns a type's procedure moves every problem
+# of the type together, which Theorem 1's one-prompt dynamics do not model (docs/studies.md).
+PER_PROBLEM_MIN_SAMPLES = 16
 
 
 def theorem_claims(vectors: dict, regime: dict | None, types: Sequence[str] | None, base_sampled: dict | None) -> list[dict]:
