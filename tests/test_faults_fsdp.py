@@ -118,3 +118,24 @@ def test_a_rank_killed_inside_a_sharded_write_is_named_in_one_line_and_the_resum
     assert failure["missing"] == [{"rank": 0, "agents": ["agent0"]}], failure
 
     _resume_redoes_step_2_exactly(tmp_path, config, run)
+
+
+class _FileAgent:
+    """An agent as save_checkpoint sees it: a name and a save() that writes its folder."""
+
+    name = "agent0"
+
+    def save(self, folder: Path, gathered: bool = True) -> None:
+        folder.mkdir(parents=True)
+        (folder / "weights.bin").write_bytes(b"w")
+
+
+def test_a_half_written_folder_a_dead_rank_left_goes_with_the_next_checkpoint(tmp_path):
+    # after a death nobody removes .tmp_step_N (other ranks may still write into it); the next commit does,
+    # also when the resumed run never writes step N again (another checkpoint_every)
+    from corl.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path, 1, [_FileAgent()], {})
+    (tmp_path / "checkpoints" / ".tmp_step_000002" / "agent0" / "sharded").mkdir(parents=True)
+    save_checkpoint(tmp_path, 3, [_FileAgent()], {})
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step_000001", "step_000003"]
