@@ -46,6 +46,7 @@ import torch.distributed as dist
 from corl.checkpoint import CheckpointFailed, latest_checkpoint
 from corl.checkpoint_sharded import disks
 from corl.config import ConfigError, RunConfig
+from corl.data import DataError
 from corl.models import resolve_device
 from corl.parallel import (
     DataParallel,
@@ -61,6 +62,8 @@ from corl.run_folder import RunEntry, enter_run_folder
 from corl.trainer import CohortTrainer, Preempted
 
 FAILURE_FILE = "failure.json"
+# What the user gave is wrong (config, a model folder, a data row): `corl train` says it, exit 2
+INPUT_ERRORS = (ConfigError, DataError, FileNotFoundError)
 FAULT_ENV = "CORL_TEST_FAULT"  # test-only fault injection, see `_injected_fault`
 
 
@@ -356,7 +359,9 @@ def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbe
                 json.dump({"reported_by": me, **record}, f, indent=1)
         except OSError:  # the disk is full: no record rather than a truncated one
             (run_dir / FAILURE_FILE).unlink(missing_ok=True)
-    if not agreed:
+    # an input error (a missing folder, a malformed row) is the command's to say, once for the
+    # world (corl.parallel.once): every rank met the same one
+    if not agreed and not isinstance(err, INPUT_ERRORS):
         print(f"corl: {me}: {message}", file=sys.stderr, flush=True)
 
 

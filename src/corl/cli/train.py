@@ -39,14 +39,13 @@ def train(
     try:
         cfg = load_config(config, set_)
     except ConfigError as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
+        _say_input_error(console, err)
         raise typer.Exit(2) from None
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
     from corl.checkpoint import CheckpointError
-    from corl.data import DataError
     from corl.health import HealthError
-    from corl.launch import launch
+    from corl.launch import INPUT_ERRORS, launch
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
     from corl.tracking_wandb import check_wandb_ready
@@ -59,8 +58,8 @@ def train(
         check_models(cfg)  # a model that cannot be found: named at once, not after the plan's hub retries
         check_before_training(cfg, console.out)  # before any weight loads: exit 2 when it cannot fit
         last = launch(cfg, run_dir, resume=resume is not None, progress_factory=lambda trainer: StepProgress(trainer, console))
-    except (DataError, FileNotFoundError, ConfigError) as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
+    except INPUT_ERRORS as err:
+        _say_input_error(console, err)
         raise typer.Exit(2) from None
     except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
         if getattr(err, "speaks", True):  # a failure all ranks agreed on is said by one of them (CheckpointFailed)
@@ -93,6 +92,16 @@ def train(
         summary(Path(run_dir), cfg, console)
         if cfg.suite.name:
             _suite_after_training(cfg, Path(run_dir), console)
+
+
+def _say_input_error(console, err: Exception) -> None:
+    """An input error in one line for the whole job: under torchrun every rank met the same one,
+    and the first to claim it in the launcher's store says it (corl.parallel.once)."""
+    from corl.parallel.once import first_to_say
+
+    line = str(err)
+    if first_to_say(line):
+        console.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
 
 
 # torchrun's variables: the suite's process is a single process, not a rank of the training job
