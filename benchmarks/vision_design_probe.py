@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import time
 from pathlib import Path
+
+from design_probe_common import measure_on_validation, report
 
 
 def parse_mixture(text: str | None) -> dict[str, float]:
@@ -31,9 +32,6 @@ def parse_mixture(text: str | None) -> dict[str, float]:
 
 def probe(name: str, seed: int, mixture: dict, slip: float | None, steps: int, cache: str) -> dict:
     """A job: one family's seed sibling pretrained with the design, measured on validation."""
-    from corl.models import load_agent_policy
-    from corl.studies.quickstart import evaluate_model, task_split
-    from corl.studies.quickstart_options import QuickstartOptions
     from corl.studies.tiny_vl.families import get_vl_family, with_seed
     from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
 
@@ -46,17 +44,7 @@ def probe(name: str, seed: int, mixture: dict, slip: float | None, steps: int, c
         spec = with_seed(spec, spec.seed + 100 * seed)
     start = time.process_time()
     path = ensure_pretrained_vl(spec, steps=steps, cache_dir=cache)
-    pretrain_cpu = time.process_time() - start
-    opts = QuickstartOptions(vision=True)
-    model, tok, processor = load_agent_policy(str(path))
-    r = evaluate_model(model, tok, task_split(opts, "validation", opts.regime_size), opts, seed=0, processor=processor)
-    return {
-        "family": name,
-        "seed": seed,
-        "greedy_by_type": r["greedy_by_type"],
-        "sampled_by_type": r["sampled_by_type"],
-        "pretrain_cpu_s": round(pretrain_cpu, 1),
-    }
+    return measure_on_validation(name, seed, path, time.process_time() - start, vision=True)
 
 
 def verdicts(rows: list[dict]) -> list[str]:
@@ -93,24 +81,8 @@ def main() -> None:
     with Jobs(int(os.environ.get("CORL_JOBS", 0)) or None) as jobs:
         results = jobs.map(probe, calls)
     design = f"mixture {mixture or 'uniform'}, slip {args.slip or 'spec'}, {steps} steps"
-    lines = [f"Design: {design}", ""]
-    weak = 0
-    for s in args.seeds:
-        rows = [r for r in results if r["seed"] == s]
-        cells = []
-        for r in rows:
-            g, p = r["greedy_by_type"], r["sampled_by_type"]
-            per_type = " ".join(f"{t} {100 * g[t]:.0f}/{100 * p[t]:.0f}" for t in sorted(g))
-            cells.append(f"{r['family']}: {per_type} ({r['pretrain_cpu_s']:.0f} CPU-s)")
-        v = verdicts(rows)
-        weak += any("WEAK" in x for x in v)
-        lines.append(f"seed {s}: " + "; ".join(cells) + " | " + "; ".join(v))
-    lines += ["", f"(greedy/sampled % per type, validation) seeds with a weak teacher: {weak}/{len(args.seeds)}"]
-    text = "\n".join(lines)
-    print(text)
     tag = (args.mixture or "uniform").replace(",", "_").replace("=", "") + f"-slip{args.slip or 'spec'}-{steps}"
-    (args.out / f"{tag}.json").write_text(json.dumps(results, indent=1))
-    (args.out / f"{tag}.md").write_text(text + "\n")
+    report(results, args.seeds, verdicts, design, "a weak teacher", args.out, tag)
 
 
 if __name__ == "__main__":
