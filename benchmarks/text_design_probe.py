@@ -2,6 +2,7 @@
 
     python benchmarks/text_design_probe.py --seeds 11 12 13 14              # the shipped design
     python benchmarks/text_design_probe.py --seeds 11 12 13 14 --slip 0.7   # each slip type at 70%
+    python benchmarks/text_design_probe.py --seeds 11 12 13 14 --gt         # and GT-Reward's learning
 
 The text study's GT-Reward claim needs headroom: each family is taught one type mostly by the
 slipping teacher (llama-char linear equations, qwen2-bpe digit sums), so its greedy answer on
@@ -10,9 +11,12 @@ the bases averaged 70% and GT-Reward gained 5.5 points where the bar is 8. Per s
 this pretrains the seed sibling (as `corl quickstart --seed S` would, with the design's
 override) and prints greedy and sampled (T=1, 4 samples) accuracy per type on 200 validation
 problems, and whether each slip held (the slipping family right on under half of its type
-greedily) while its peer is right on at least half. The test split is never read; the seeds
-should be ones the study's reports do not use. Families are pretrained side by side into
-OUT/cache (corl.studies.jobs).
+greedily) while its peer is right on at least half. A leak is not the only way to miss the bar:
+on text seed 1 the slip held and GT-Reward learnt the type slowly. `--gt` also trains each
+family with GT-Reward as the study does (40 steps, RL seed = the seed) and measures it again on
+the same validation problems: the type's accuracy after it and the average gain over types.
+The test split is never read; the seeds should be ones the study's reports do not use.
+Families are pretrained side by side into OUT/cache (corl.studies.jobs).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -28,8 +33,10 @@ from design_probe_common import measure_on_validation, report
 PAIR = ("llama-char", "qwen2-bpe")
 
 
-def probe(name: str, seed: int, slip: float | None, cache: str) -> dict:
-    """A job: one family's seed sibling pretrained with the design, measured on validation."""
+def probe(name: str, seed: int, slip: float | None, cache: str, gt_runs: str | None = None) -> dict:
+    """A job: one family's seed sibling pretrained with the design, measured on validation; with
+    `gt_runs` (a folder) also trained by GT-Reward as the study trains it (RL seed = the seed) and
+    measured again on the same validation problems: how fast the design's weak types are learnt."""
     from corl.studies.tiny.families import get_family, sibling
     from corl.studies.tiny.pretrain import ensure_pretrained
 
@@ -40,7 +47,28 @@ def probe(name: str, seed: int, slip: float | None, cache: str) -> dict:
         spec = sibling(spec, spec.seed + 100 * seed)
     start = time.process_time()
     path = ensure_pretrained(spec, cache_dir=cache, progress=False)
-    return measure_on_validation(name, seed, path, time.process_time() - start, vision=False)
+    row = measure_on_validation(name, seed, path, time.process_time() - start, vision=False)
+    if gt_runs is not None:
+        row["gt_greedy_by_type"] = gt_on_validation(name, path, seed, Path(gt_runs) / f"seed{seed}-{name}")
+    return row
+
+
+def gt_on_validation(name: str, path: Path, seed: int, run_dir: Path) -> dict[str, float]:
+    """Greedy validation accuracy per type after the study's GT-Reward run of this family."""
+    from corl.config import validate_config
+    from corl.studies.quickstart import evaluate_model, run_config, task_split
+    from corl.studies.quickstart_methods import METHODS
+    from corl.studies.quickstart_options import QuickstartOptions
+    from corl.trainer import CohortTrainer
+
+    opts = QuickstartOptions(progress=False)
+    cfg = validate_config(run_config("gt", METHODS["gt"], [(name, path, 0)], opts, seed, run_dir), "text design probe")
+    shutil.rmtree(run_dir, ignore_errors=True)  # a rerun of the probe replaces its run
+    trainer = CohortTrainer(cfg, run_dir)
+    trainer.train()
+    (agent,) = trainer.agents.values()
+    r = evaluate_model(agent.model, agent.tokenizer, task_split(opts, "validation", opts.regime_size), opts, seed=0)
+    return r["greedy_by_type"]
 
 
 def verdicts(rows: list[dict]) -> list[str]:
@@ -54,9 +82,14 @@ def verdicts(rows: list[dict]) -> list[str]:
         for t in get_family(name).slips:
             g_s, g_p = by_family[name]["greedy_by_type"][t], by_family[peer]["greedy_by_type"][t]
             ok = g_s < 0.5 <= g_p
-            out.append(
-                f"{t}: {name} {100 * g_s:.0f}% vs {peer} {100 * g_p:.0f}% {'ok' if ok else 'LEAK' if g_s >= 0.5 else 'WEAK'}"
-            )
+            after = by_family[name].get("gt_greedy_by_type")
+            learnt = ""
+            if after is not None:  # the GT-Reward run: its slip type, and its average over types
+                before = by_family[name]["greedy_by_type"]
+                gain = 100 * (sum(after.values()) - sum(before.values())) / len(before)
+                learnt = f", {100 * after[t]:.0f}% after GT-Reward (average {gain:+.1f} points)"
+            mark = "ok" if ok else "LEAK" if g_s >= 0.5 else "WEAK"
+            out.append(f"{t}: {name} {100 * g_s:.0f}% vs {peer} {100 * g_p:.0f}%{learnt} {mark}")
     return out
 
 
@@ -64,12 +97,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
     parser.add_argument("--slip", type=float, help="slip share of each family's slip type (default: the spec's, 0.6)")
+    parser.add_argument("--gt", action="store_true", help="also train each family with GT-Reward and measure it again")
     parser.add_argument("--out", type=Path, default=Path("runs/text-design-probe"))
     args = parser.parse_args()
     from corl.studies.jobs import Jobs
 
     args.out.mkdir(parents=True, exist_ok=True)
-    calls = [(name, s, args.slip, str(args.out / "cache")) for s in args.seeds for name in PAIR]
+    gt_runs = str(args.out / ("gt-runs" if args.slip is None else f"gt-runs-slip{args.slip}")) if args.gt else None
+    calls = [(name, s, args.slip, str(args.out / "cache"), gt_runs) for s in args.seeds for name in PAIR]
     with Jobs(int(os.environ.get("CORL_JOBS", 0)) or None) as jobs:
         results = jobs.map(probe, calls)
     failing = "a leaked slip or a weak peer"
