@@ -37,14 +37,13 @@ def probe(name: str, seed: int, slip: float | None, cache: str, gt_runs: str | N
     """A job: one family's seed sibling pretrained with the design, measured on validation; with
     `gt_runs` (a folder) also trained by GT-Reward as the study trains it (RL seed = the seed) and
     measured again on the same validation problems: how fast the design's weak types are learnt."""
-    from corl.studies.tiny.families import get_family, sibling
+    from corl.studies.quickstart_cohort import family_specs
+    from corl.studies.quickstart_options import QuickstartOptions
     from corl.studies.tiny.pretrain import ensure_pretrained
 
-    spec = get_family(name)
+    spec = family_specs(QuickstartOptions(families=(name,), seed=seed))[name]  # as `corl quickstart --seed S`
     if slip is not None:
         spec = dataclasses.replace(spec, slips={t: slip for t in spec.slips})
-    if seed:
-        spec = sibling(spec, spec.seed + 100 * seed)
     start = time.process_time()
     path = ensure_pretrained(spec, cache_dir=cache, progress=False)
     row = measure_on_validation(name, seed, path, time.process_time() - start, vision=False)

@@ -32,16 +32,15 @@ def parse_mixture(text: str | None) -> dict[str, float]:
 
 def probe(name: str, seed: int, mixture: dict, slip: float | None, steps: int, cache: str) -> dict:
     """A job: one family's seed sibling pretrained with the design, measured on validation."""
-    from corl.studies.tiny_vl.families import get_vl_family, with_seed
+    from corl.studies.quickstart_cohort import family_specs
+    from corl.studies.quickstart_options import QuickstartOptions
     from corl.studies.tiny_vl.pretrain import ensure_pretrained_vl
 
-    spec = get_vl_family(name)
+    spec = family_specs(QuickstartOptions(families=(name,), seed=seed, vision=True))[name]  # as `--vision --seed S`
     changes: dict = {"mixture": mixture} if mixture else {}
     if slip is not None:
         changes["slips"] = {t: slip for t in spec.slips}
     spec = dataclasses.replace(spec, **changes)
-    if seed:
-        spec = with_seed(spec, spec.seed + 100 * seed)
     start = time.process_time()
     path = ensure_pretrained_vl(spec, steps=steps, cache_dir=cache)
     return measure_on_validation(name, seed, path, time.process_time() - start, vision=True)
