@@ -105,7 +105,7 @@ def test_no_checkpoint_common_to_every_node_fails_on_every_rank(tmp_path):
 # -- a step between: shards only, and `corl export` writes its model folder ----------------------------------
 
 SAVE_WORKER = """
-import sys, torch, torch.distributed as dist
+import faulthandler, gc, os, sys, torch, torch.distributed as dist
 from pathlib import Path
 from torch.distributed.device_mesh import init_device_mesh
 from corl.trainer import Agent
@@ -115,25 +115,39 @@ from corl.models import load_policy
 from corl.parallel import DataParallel, Heartbeat, plan_layout
 from corl.rollout import SamplingParams
 
+faulthandler.enable(all_threads=True)
 path, out = sys.argv[1], Path(sys.argv[2])
+
+
+def save(rank, world, heartbeat):
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+    torch.manual_seed(0)
+    model, tok = load_policy(path)
+    dp = DataParallel(mesh.get_group(), range(world), rank, heartbeat, mesh=mesh)
+    agent = Agent(AgentConfig(name="a", model=path), model, tok, PromptTemplate("{problem}\\n", ""), "problem",
+                  GRPOConfig(max_grad_norm=None), dp=dp, compute=ComputeConfig(lora={"r": 4, "alpha": 16}))
+    agent.optimizer = torch.optim.SGD([p for p in agent.model.parameters() if p.requires_grad], lr=1.0)
+    problems = [Problem(id=str(i), texts={"problem": p}) for i, p in enumerate(["3+4=?", "12*3-5=?"])]
+    torch.manual_seed(3)
+    rollout = agent.sample(problems[rank::world], 4, SamplingParams(max_new_tokens=6))
+    stats = agent.update(rollout, torch.tensor([[1.0, 0.0, 0.0, 1.0]]), SamplingParams(max_new_tokens=6))
+    assert stats.optimizer_steps == 1
+    agent.save(out / "run" / "checkpoints" / "step_000001" / "a", gathered=False)
+    agent.save(out / "gathered" / "a")
+
+
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 heartbeat = Heartbeat(dist.distributed_c10d._get_default_store(), rank, 120, plan_layout(["a"], world))
-mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
-torch.manual_seed(0)
-model, tok = load_policy(path)
-dp = DataParallel(mesh.get_group(), range(world), rank, heartbeat, mesh=mesh)
-agent = Agent(AgentConfig(name="a", model=path), model, tok, PromptTemplate("{problem}\\\\n", ""), "problem",
-              GRPOConfig(max_grad_norm=None), dp=dp, compute=ComputeConfig(lora={"r": 4, "alpha": 16}))
-agent.optimizer = torch.optim.SGD([p for p in agent.model.parameters() if p.requires_grad], lr=1.0)
-problems = [Problem(id=str(i), texts={"problem": p}) for i, p in enumerate(["3+4=?", "12*3-5=?"])]
-torch.manual_seed(3)
-rollout = agent.sample(problems[rank::world], 4, SamplingParams(max_new_tokens=6))
-stats = agent.update(rollout, torch.tensor([[1.0, 0.0, 0.0, 1.0]]), SamplingParams(max_new_tokens=6))
-assert stats.optimizer_steps == 1
-agent.save(out / "run" / "checkpoints" / "step_000001" / "a", gathered=False)
-agent.save(out / "gathered" / "a")
+save(rank, world, heartbeat)
+# Ends as corl.launch ends a run, without the interpreter's teardown (tests/test_vllm_weights.py, WORKER)
+gc.collect()
+dist.barrier()
+heartbeat.stop_beating()
 dist.destroy_process_group()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 """
 
 
