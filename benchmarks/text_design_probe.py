@@ -3,6 +3,7 @@
     python benchmarks/text_design_probe.py --seeds 11 12 13 14              # the shipped design
     python benchmarks/text_design_probe.py --seeds 11 12 13 14 --slip 0.7   # each slip type at 70%
     python benchmarks/text_design_probe.py --seeds 11 12 13 14 --gt         # and GT-Reward's learning
+    python benchmarks/text_design_probe.py --seeds 11 12 13 14 --gt --steps 60 --lr 4.5e-5  # its RL budget
 
 The text study's GT-Reward claim needs headroom: each family is taught one type mostly by the
 slipping teacher (llama-char linear equations, qwen2-bpe digit sums), so its greedy answer on
@@ -33,7 +34,7 @@ from design_probe_common import measure_on_validation, report
 PAIR = ("llama-char", "qwen2-bpe")
 
 
-def probe(name: str, seed: int, slip: float | None, cache: str, gt_runs: str | None = None) -> dict:
+def probe(name: str, seed: int, slip: float | None, cache: str, gt_runs: str | None = None, rl: dict | None = None) -> dict:
     """A job: one family's seed sibling pretrained with the design, measured on validation; with
     `gt_runs` (a folder) also trained by GT-Reward as the study trains it (RL seed = the seed) and
     measured again on the same validation problems: how fast the design's weak types are learnt."""
@@ -48,19 +49,20 @@ def probe(name: str, seed: int, slip: float | None, cache: str, gt_runs: str | N
     path = ensure_pretrained(spec, cache_dir=cache, progress=False)
     row = measure_on_validation(name, seed, path, time.process_time() - start, vision=False)
     if gt_runs is not None:
-        row["gt_greedy_by_type"] = gt_on_validation(name, path, seed, Path(gt_runs) / f"seed{seed}-{name}")
+        row["gt_greedy_by_type"] = gt_on_validation(name, path, seed, Path(gt_runs) / f"seed{seed}-{name}", rl or {})
     return row
 
 
-def gt_on_validation(name: str, path: Path, seed: int, run_dir: Path) -> dict[str, float]:
-    """Greedy validation accuracy per type after the study's GT-Reward run of this family."""
+def gt_on_validation(name: str, path: Path, seed: int, run_dir: Path, rl: dict) -> dict[str, float]:
+    """Greedy validation accuracy per type after the study's GT-Reward run of this family, with
+    the RL options in `rl` (steps, lr) in place of the study's."""
     from corl.config import validate_config
     from corl.studies.quickstart import evaluate_model, run_config, task_split
     from corl.studies.quickstart_methods import METHODS
     from corl.studies.quickstart_options import QuickstartOptions
     from corl.trainer import CohortTrainer
 
-    opts = QuickstartOptions(progress=False)
+    opts = dataclasses.replace(QuickstartOptions(progress=False), **rl)
     cfg = validate_config(run_config("gt", METHODS["gt"], [(name, path, 0)], opts, seed, run_dir), "text design probe")
     shutil.rmtree(run_dir, ignore_errors=True)  # a rerun of the probe replaces its run
     trainer = CohortTrainer(cfg, run_dir)
@@ -97,17 +99,23 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
     parser.add_argument("--slip", type=float, help="slip share of each family's slip type (default: the spec's, 0.6)")
     parser.add_argument("--gt", action="store_true", help="also train each family with GT-Reward and measure it again")
+    parser.add_argument("--steps", type=int, help="RL steps of the GT-Reward runs (default: the study's, 40)")
+    parser.add_argument("--lr", type=float, help="RL learning rate of the GT-Reward runs (default: the study's, 3e-5)")
     parser.add_argument("--out", type=Path, default=Path("runs/text-design-probe"))
     args = parser.parse_args()
     from corl.studies.jobs import Jobs
 
     args.out.mkdir(parents=True, exist_ok=True)
-    gt_runs = str(args.out / ("gt-runs" if args.slip is None else f"gt-runs-slip{args.slip}")) if args.gt else None
-    calls = [(name, s, args.slip, str(args.out / "cache"), gt_runs) for s in args.seeds for name in PAIR]
+    rl = {k: v for k, v in (("steps", args.steps), ("lr", args.lr)) if v is not None}
+    rl_tag = "".join(f"-{k}{v}" for k, v in rl.items())
+    tag = f"slip{args.slip or 'spec'}{rl_tag}"
+    gt_runs = str(args.out / f"gt-runs{'' if args.slip is None else f'-slip{args.slip}'}{rl_tag}") if args.gt else None
+    calls = [(name, s, args.slip, str(args.out / "cache"), gt_runs, rl) for s in args.seeds for name in PAIR]
     with Jobs(int(os.environ.get("CORL_JOBS", 0)) or None) as jobs:
         results = jobs.map(probe, calls)
     failing = "a leaked slip or a weak peer"
-    report(results, args.seeds, verdicts, f"slip {args.slip or 'spec'}", failing, args.out, f"slip{args.slip or 'spec'}")
+    design = f"slip {args.slip or 'spec'}" + "".join(f", GT-Reward {k} {v}" for k, v in rl.items())
+    report(results, args.seeds, verdicts, design, failing, args.out, tag)
 
 
 if __name__ == "__main__":
