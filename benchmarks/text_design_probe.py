@@ -34,7 +34,15 @@ from design_probe_common import measure_on_validation, report
 PAIR = ("llama-char", "qwen2-bpe")
 
 
-def probe(name: str, seed: int, slip: float | None, cache: str, gt_runs: str | None = None, rl: dict | None = None) -> dict:
+def probe(
+    name: str,
+    seed: int,
+    slip: float | None,
+    cache: str,
+    gt_runs: str | None = None,
+    rl: dict | None = None,
+    pretrain_steps: int | None = None,
+) -> dict:
     """A job: one family's seed sibling pretrained with the design, measured on validation; with
     `gt_runs` (a folder) also trained by GT-Reward as the study trains it (RL seed = the seed) and
     measured again on the same validation problems: how fast the design's weak types are learnt."""
@@ -45,6 +53,8 @@ def probe(name: str, seed: int, slip: float | None, cache: str, gt_runs: str | N
     spec = family_specs(QuickstartOptions(families=(name,), seed=seed))[name]  # as `corl quickstart --seed S`
     if slip is not None:
         spec = dataclasses.replace(spec, slips={t: slip for t in spec.slips})
+    if pretrain_steps is not None:
+        spec = dataclasses.replace(spec, steps=pretrain_steps)
     start = time.process_time()
     path = ensure_pretrained(spec, cache_dir=cache, progress=False)
     row = measure_on_validation(name, seed, path, time.process_time() - start, vision=False)
@@ -101,21 +111,34 @@ def main() -> None:
     parser.add_argument("--gt", action="store_true", help="also train each family with GT-Reward and measure it again")
     parser.add_argument("--steps", type=int, help="RL steps of the GT-Reward runs (default: the study's, 40)")
     parser.add_argument("--lr", type=float, help="RL learning rate of the GT-Reward runs (default: the study's, 3e-5)")
+    parser.add_argument(
+        "--pretrain-steps", action="append", default=[], metavar="FAMILY=N", help="a family's pretraining steps (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/text-design-probe"))
     args = parser.parse_args()
     from corl.studies.jobs import Jobs
 
     args.out.mkdir(parents=True, exist_ok=True)
     rl = {k: v for k, v in (("steps", args.steps), ("lr", args.lr)) if v is not None}
-    rl_tag = "".join(f"-{k}{v}" for k, v in rl.items())
+    steps = dict(_family_steps(item, parser) for item in args.pretrain_steps)
+    rl_tag = "".join(f"-{k}{v}" for k, v in rl.items()) + "".join(f"-{k}{v}" for k, v in steps.items())
     tag = f"slip{args.slip or 'spec'}{rl_tag}"
     gt_runs = str(args.out / f"gt-runs{'' if args.slip is None else f'-slip{args.slip}'}{rl_tag}") if args.gt else None
-    calls = [(name, s, args.slip, str(args.out / "cache"), gt_runs, rl) for s in args.seeds for name in PAIR]
+    cache = str(args.out / "cache")
+    calls = [(name, s, args.slip, cache, gt_runs, rl, steps.get(name)) for s in args.seeds for name in PAIR]
     with Jobs(int(os.environ.get("CORL_JOBS", 0)) or None) as jobs:
         results = jobs.map(probe, calls)
     failing = "a leaked slip or a weak peer"
     design = f"slip {args.slip or 'spec'}" + "".join(f", GT-Reward {k} {v}" for k, v in rl.items())
+    design += "".join(f", {k} pretrained {v} steps" for k, v in steps.items())
     report(results, args.seeds, verdicts, design, failing, args.out, tag)
+
+
+def _family_steps(item: str, parser: argparse.ArgumentParser) -> tuple[str, int]:
+    name, _, n = item.partition("=")
+    if name not in PAIR or not n.isdigit():
+        parser.error(f"--pretrain-steps {item!r}: expected FAMILY=N with FAMILY one of {', '.join(PAIR)}")
+    return name, int(n)
 
 
 if __name__ == "__main__":
