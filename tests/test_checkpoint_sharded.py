@@ -124,7 +124,7 @@ def save(rank, world, heartbeat):
     torch.manual_seed(0)
     model, tok = load_policy(path)
     dp = DataParallel(mesh.get_group(), range(world), rank, heartbeat, mesh=mesh)
-    agent = Agent(AgentConfig(name="a", model=path), model, tok, PromptTemplate("{problem}\\n", ""), "problem",
+    agent = Agent(AgentConfig(name="a", model=path), model, tok, PromptTemplate("{problem}\\\\n", ""), "problem",
                   GRPOConfig(max_grad_norm=None), dp=dp, compute=ComputeConfig(lora={"r": 4, "alpha": 16}))
     agent.optimizer = torch.optim.SGD([p for p in agent.model.parameters() if p.requires_grad], lr=1.0)
     problems = [Problem(id=str(i), texts={"problem": p}) for i, p in enumerate(["3+4=?", "12*3-5=?"])]
