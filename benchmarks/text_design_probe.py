@@ -42,6 +42,7 @@ def probe(
     gt_runs: str | None = None,
     rl: dict | None = None,
     pretrain_steps: int | None = None,
+    family_slip: float | None = None,
 ) -> dict:
     """A job: one family's seed sibling pretrained with the design, measured on validation; with
     `gt_runs` (a folder) also trained by GT-Reward as the study trains it (RL seed = the seed) and
@@ -55,6 +56,8 @@ def probe(
         spec = dataclasses.replace(spec, slips={t: slip for t in spec.slips})
     if pretrain_steps is not None:
         spec = dataclasses.replace(spec, steps=pretrain_steps)
+    if family_slip is not None:
+        spec = dataclasses.replace(spec, slips={t: family_slip for t in spec.slips})
     start = time.process_time()
     path = ensure_pretrained(spec, cache_dir=cache, progress=False)
     row = measure_on_validation(name, seed, path, time.process_time() - start, vision=False)
@@ -114,31 +117,40 @@ def main() -> None:
     parser.add_argument(
         "--pretrain-steps", action="append", default=[], metavar="FAMILY=N", help="a family's pretraining steps (repeatable)"
     )
+    parser.add_argument(
+        "--family-slip", action="append", default=[], metavar="FAMILY=SHARE", help="one family's slip share (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/text-design-probe"))
     args = parser.parse_args()
     from corl.studies.jobs import Jobs
 
     args.out.mkdir(parents=True, exist_ok=True)
     rl = {k: v for k, v in (("steps", args.steps), ("lr", args.lr)) if v is not None}
-    steps = dict(_family_steps(item, parser) for item in args.pretrain_steps)
+    steps = dict(_per_family(item, "--pretrain-steps", int, parser) for item in args.pretrain_steps)
+    slips = dict(_per_family(item, "--family-slip", float, parser) for item in args.family_slip)
     rl_tag = "".join(f"-{k}{v}" for k, v in rl.items()) + "".join(f"-{k}{v}" for k, v in steps.items())
+    rl_tag += "".join(f"-{k}-slip{v}" for k, v in slips.items())
     tag = f"slip{args.slip or 'spec'}{rl_tag}"
     gt_runs = str(args.out / f"gt-runs{'' if args.slip is None else f'-slip{args.slip}'}{rl_tag}") if args.gt else None
     cache = str(args.out / "cache")
-    calls = [(name, s, args.slip, cache, gt_runs, rl, steps.get(name)) for s in args.seeds for name in PAIR]
+    calls = [(name, s, args.slip, cache, gt_runs, rl, steps.get(name), slips.get(name)) for s in args.seeds for name in PAIR]
     with Jobs(int(os.environ.get("CORL_JOBS", 0)) or None) as jobs:
         results = jobs.map(probe, calls)
     failing = "a leaked slip or a weak peer"
     design = f"slip {args.slip or 'spec'}" + "".join(f", GT-Reward {k} {v}" for k, v in rl.items())
     design += "".join(f", {k} pretrained {v} steps" for k, v in steps.items())
+    design += "".join(f", {k} slipped {v:.0%}" for k, v in slips.items())
     report(results, args.seeds, verdicts, design, failing, args.out, tag)
 
 
-def _family_steps(item: str, parser: argparse.ArgumentParser) -> tuple[str, int]:
-    name, _, n = item.partition("=")
-    if name not in PAIR or not n.isdigit():
-        parser.error(f"--pretrain-steps {item!r}: expected FAMILY=N with FAMILY one of {', '.join(PAIR)}")
-    return name, int(n)
+def _per_family(item: str, flag: str, kind: type, parser: argparse.ArgumentParser) -> tuple[str, float]:
+    name, _, value = item.partition("=")
+    try:
+        if name not in PAIR:
+            raise ValueError(name)
+        return name, kind(value)
+    except ValueError:
+        parser.error(f"{flag} {item!r}: expected FAMILY=VALUE with FAMILY one of {', '.join(PAIR)}")
 
 
 if __name__ == "__main__":
