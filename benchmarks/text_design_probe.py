@@ -42,7 +42,6 @@ def probe(
     gt_runs: str | None = None,
     rl: dict | None = None,
     pretrain_steps: int | None = None,
-    family_slip: float | None = None,
 ) -> dict:
     """A job: one family's seed sibling pretrained with the design, measured on validation; with
     `gt_runs` (a folder) also trained by GT-Reward as the study trains it (RL seed = the seed) and
@@ -56,8 +55,6 @@ def probe(
         spec = dataclasses.replace(spec, slips={t: slip for t in spec.slips})
     if pretrain_steps is not None:
         spec = dataclasses.replace(spec, steps=pretrain_steps)
-    if family_slip is not None:
-        spec = dataclasses.replace(spec, slips={t: family_slip for t in spec.slips})
     start = time.process_time()
     path = ensure_pretrained(spec, cache_dir=cache, progress=False)
     row = measure_on_validation(name, seed, path, time.process_time() - start, vision=False)
@@ -127,19 +124,20 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rl = {k: v for k, v in (("steps", args.steps), ("lr", args.lr)) if v is not None}
     steps = dict(_per_family(item, "--pretrain-steps", int, parser) for item in args.pretrain_steps)
-    slips = dict(_per_family(item, "--family-slip", float, parser) for item in args.family_slip)
-    rl_tag = "".join(f"-{k}{v}" for k, v in rl.items()) + "".join(f"-{k}{v}" for k, v in steps.items())
-    rl_tag += "".join(f"-{k}-slip{v}" for k, v in slips.items())
-    tag = f"slip{args.slip or 'spec'}{rl_tag}"
-    gt_runs = str(args.out / f"gt-runs{'' if args.slip is None else f'-slip{args.slip}'}{rl_tag}") if args.gt else None
+    family_slips = dict(_per_family(item, "--family-slip", float, parser) for item in args.family_slip)
+    slips = {name: args.slip for name in PAIR if args.slip is not None} | family_slips  # one family's wins
+    tag_tail = "".join(f"-{k}{v}" for k, v in rl.items()) + "".join(f"-{k}{v}" for k, v in steps.items())
+    tag_tail += "".join(f"-{k}-slip{v}" for k, v in family_slips.items())
+    tag = f"slip{args.slip or 'spec'}{tag_tail}"
+    gt_runs = str(args.out / f"gt-runs{'' if args.slip is None else f'-slip{args.slip}'}{tag_tail}") if args.gt else None
     cache = str(args.out / "cache")
-    calls = [(name, s, args.slip, cache, gt_runs, rl, steps.get(name), slips.get(name)) for s in args.seeds for name in PAIR]
+    calls = [(name, s, slips.get(name), cache, gt_runs, rl, steps.get(name)) for s in args.seeds for name in PAIR]
     with Jobs(int(os.environ.get("CORL_JOBS", 0)) or None) as jobs:
         results = jobs.map(probe, calls)
     failing = "a leaked slip or a weak peer"
     design = f"slip {args.slip or 'spec'}" + "".join(f", GT-Reward {k} {v}" for k, v in rl.items())
     design += "".join(f", {k} pretrained {v} steps" for k, v in steps.items())
-    design += "".join(f", {k} slipped {v:.0%}" for k, v in slips.items())
+    design += "".join(f", {k} slipped {v:.0%}" for k, v in family_slips.items())
     report(results, args.seeds, verdicts, design, failing, args.out, tag)
 
 
