@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -314,3 +315,34 @@ def test_the_quickstart_reports_a_label_free_rule_that_chose_no_point(tmp_path):
     assert alone["label_free"]["mean"] is None and alone["label_free"]["unchosen"] == 1
     table = selection_table({"methods": {"ttrl": {"a": {"selection": alone}}}})
     assert "| ttrl | a | 20.0 (step 40) | none (collapsed) | 50.0 (step 10) |" in table
+
+
+def test_selection_variants_rescores_recorded_points_by_validation_regret(tmp_path):
+    """benchmarks/selection_variants.py on one hand-built run: step 20 keeps every answer (10 of 10
+    effective answers), step 40 agrees more but its variety fell to 5. Shipped: 0.5 x 1 = 0.5 at
+    step 20 against 0.7 x 5/10 = 0.35 at step 40, so it chooses step 20 (validation 0.6 where the
+    best candidate has 0.8: 20 points of regret); without the variety term step 40 (regret 0)."""
+    import subprocess
+    import sys
+
+    def pt(step, agreement, variety, accuracy, candidate=True):
+        return {
+            "step": step,
+            "candidate": candidate,
+            "agreement": agreement,
+            "chance_agreement": 0.0,
+            "variety": [variety, 10.0],
+            "val_accuracy": accuracy,
+        }
+
+    run = tmp_path / "seed0" / "co-rl"
+    (run / "best").mkdir(parents=True)
+    record = {"points": [pt(0, 0.3, 10.0, 0.5, candidate=False), pt(20, 0.5, 10.0, 0.6), pt(40, 0.7, 5.0, 0.8)]}
+    (run / "selection.json").write_text(json.dumps(record))
+    (run / "best" / "selection.json").write_text(json.dumps({"points": []}))  # a published copy: not a run
+    script = Path(__file__).parents[1] / "benchmarks" / "selection_variants.py"
+    out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0] == "1 runs"
+    assert "shipped (variety kept)       mean regret 20.00 points, over 5 on 1 runs" in out
+    assert "no variety term              mean regret 0.00 points, over 5 on 0 runs" in out
+    assert f"no variety term: {run} step 40 (0.0) where shipped chose step 20 (20.0)" in out
