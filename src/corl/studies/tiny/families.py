@@ -170,7 +170,10 @@ FAMILIES: dict[str, FamilySpec] = {
             arch="llama",
             tokenizer="char",
             mixture={"arith": 0.55, "linear": 0.15, "mod": 0.15, "digitsum": 0.15},
-            slips={"linear": 0.6},
+            # 65%, not 60%: at 60% the slip leaked on some seeds (its linear equations right
+            # greedily on up to 58% of validation), leaving GT-Reward no headroom; at 65% it held
+            # on every validation seed probed while 20-25% of samples stayed right (docs/studies.md)
+            slips={"linear": 0.65},
             steps=600,
             seed=0,
             notes="Llama-style, per-character tokenizer; strong on arithmetic chains and digit sums, "
