@@ -26,16 +26,15 @@ def entropy_kept(variety, reference) -> float:
     return min((math.log(v) / math.log(r) if r > 1 else 1.0) if v >= 1 else 0.0 for v, r in zip(variety, reference, strict=True))
 
 
-def smallest_reference(variety, reference) -> float:
-    """Every agent measured against the smallest of the agents' best varieties."""
-    ref = min(reference)
-    return min(min(v / ref, 1.0) if ref > 0 else 1.0 for v in variety)
+def own_reference(variety, reference) -> float:
+    """Every agent measured against its own most varied point (the rule before the cohort's bar)."""
+    return min(v / r if r > 0 else 1.0 for v, r in zip(variety, reference, strict=True))
 
 
 VARIANTS = {
     "shipped (variety kept)": variety_kept,
+    "each agent's own reference": own_reference,
     "entropy kept": entropy_kept,
-    "smallest agent's reference": smallest_reference,
     "no variety term": lambda variety, reference: 1.0,
 }
 

@@ -268,9 +268,44 @@ def test_answer_variety_is_the_effective_number_of_distinct_answers():
     assert answer_variety([None, None]) == 0.0
     # 1, 1, 2, 3: entropy -(1/2 ln 1/2 + 2 x 1/4 ln 1/4) = 1.5 ln 2, exp = 2^1.5 = 2.828
     assert answer_variety(["1", "1", "2", "3"]) == pytest.approx(2**1.5)
-    # the worst agent's share of its own best: agent 0 kept 4 of 8, agent 1 3 of 4
-    assert variety_kept([4.0, 3.0], [8.0, 4.0]) == 0.5
+    # the cohort's bar is the smallest agent's best (4): agent 0 at 4 keeps it all (its fall from 8
+    # is down to its peer's variety), agent 1 keeps 3 of 4
+    assert variety_kept([4.0, 3.0], [8.0, 4.0]) == 0.75
+    assert variety_kept([6.0, 5.0], [8.0, 4.0]) == 1.0  # above the bar earns no more than 1
+    assert variety_kept([2.0, 4.0], [8.0, 4.0]) == 0.5  # below it: a fall no peer explains
+    assert variety_kept([4.0], [8.0]) == 0.5  # one agent: its own best is the bar
+    assert variety_kept([0.0, 3.0], [0.0, 4.0]) == 0.75  # an agent that never answered sets no bar
     assert variety_kept([4.0], None) == 1.0
+
+
+def test_a_learner_whose_scattered_errors_turn_right_is_not_read_as_a_collapse(tmp_path):
+    """What Co-RL did in text seed 4: one agent's slip scattered its wrong answers over more values
+    than the right ones take; as its peer taught it, its variety fell to its peer's. 8 prompts whose
+    right answers take 4 values (2 prompts each). Step 9: agent a answers every prompt with its own
+    wrong value (8 answers), b is right; they agree nowhere. Step 19: a is right too."""
+    sel = selector(tmp_path)
+    truth = ["1", "1", "2", "2", "3", "3", "4", "4"]
+    scattered = [str(100 + i) for i in range(8)]
+    sel.observe(9, [scattered, truth], [[[k, k] for k in agent] for agent in (scattered, truth)], accuracy=0.5)
+    scores = sel.observe(19, [truth, truth], [[[k, k] for k in truth]] * 2, accuracy=1.0)
+    # variety a: 8 -> 4, b: 4 -> 4. The bar is b's best, 4, so both keep all of it (a's own best
+    # would have halved the score). Agreement 1, chance 4 x (1/4 x 1/4) = 1/4: 0.75 x 1
+    assert scores["select/variety_kept"] == 1.0 and scores["select/label_free"] == pytest.approx(0.75)
+    assert choose(sel.state["points"], "label_free")["step"] == 19
+
+
+def test_a_cohort_collapsing_below_its_least_varied_agent_still_loses(tmp_path):
+    """The same two agents, both right at step 9, then both piling 8 prompts onto 2 answers (4 each)
+    at step 19: agreement stays 1, chance rises to 1/2, and both fall below the bar (4 answers)."""
+    sel = selector(tmp_path)
+    truth = ["1", "1", "2", "2", "3", "3", "4", "4"]
+    piled = ["1", "1", "1", "1", "2", "2", "2", "2"]
+    sel.observe(9, [truth, truth], [[[k, k] for k in truth]] * 2, accuracy=1.0)
+    scores = sel.observe(19, [piled, piled], [[[k, k] for k in piled]] * 2, accuracy=0.5)
+    # step 9: 1 - 1/4 = 0.75; step 19: (1 - 2 x 1/4) x 2/4 = 0.25
+    assert sel.state["points"][0]["label_free"] == pytest.approx(0.75)
+    assert scores["select/variety_kept"] == pytest.approx(0.5) and scores["select/label_free"] == pytest.approx(0.25)
+    assert choose(sel.state["points"], "label_free")["step"] == 9
 
 
 def test_a_collapse_under_way_loses_to_the_point_before_it_began():

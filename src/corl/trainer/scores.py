@@ -57,11 +57,19 @@ def answer_variety(keys: Sequence[str | None]) -> float:
 
 
 def variety_kept(variety: Sequence[float], reference: Sequence[float] | None) -> float:
-    """The smallest share, over agents, of its answer variety that an agent kept: variety[n] over
-    reference[n] (its largest variety at this or any earlier point), 1.0 without a reference."""
-    if not reference:
+    """The smallest share, over agents, of the cohort's variety bar that an agent kept: variety[n]
+    over the bar (capped at 1), where the bar is the smallest of the agents' references (each
+    agent's largest variety at this or any earlier point; agents that never answered are left
+    out). One agent: its variety over its own largest. 1.0 without a reference.
+
+    Why the smallest agent's, not each agent's own: an agent's wrong answers can be more varied
+    than the right ones (a slip that scatters each prompt onto its own wrong value), so its
+    variety falls as it learns, down to its peers'. Answers piling onto fewer values than every
+    agent gave at its most varied is what a collapse does and learning does not."""
+    bar = min((r for r in reference or () if r > 0), default=0.0)
+    if bar <= 0:
         return 1.0
-    return min(v / r if r > 0 else 1.0 for v, r in zip(variety, reference, strict=True))
+    return min(min(v / bar, 1.0) for v, r in zip(variety, reference, strict=True) if r > 0)
 
 
 def self_agreement(keys: Keys, samples: Samples) -> float | None:
@@ -147,12 +155,13 @@ def label_free_score(scores: Mapping[str, float | None]) -> float:
     Why times the variety kept: a collapse under way maps ever more prompts onto a few answers
     long before one answer dominates, and a confident collapse raises the agreement faster than
     the chance level (a collision probability) grows. The validation prompts' answers do not
-    change with training, so neither should the variety of the answers an agent gives them: the
-    effective number of distinct answers (`answer_variety`) is compared with the largest the
-    agent showed so far (the base model's, with logging.eval_on_start), and the score is scaled
-    by the share kept by the agent that kept least. Measured (TTRL, qwen2-bpe, lr 3e-4): the
-    variety fell 17.9 -> 8.3 while the self agreement rose 0.73 -> 0.84 and validation accuracy
-    fell 48% -> 11%. Growing variety past the reference earns nothing (the share is at most 1).
+    change with training, so the variety of the right answers does not either: the effective
+    number of distinct answers (`answer_variety`) is compared with a bar, the smallest of the
+    agents' largest varieties so far (the base models', with logging.eval_on_start), and the
+    score is scaled by the share of the bar kept by the agent that kept least (`variety_kept`:
+    why not each agent's own largest). Measured (TTRL, qwen2-bpe, lr 3e-4): the variety fell
+    17.9 -> 8.3 while the self agreement rose 0.73 -> 0.84 and validation accuracy fell 48% ->
+    11%. Growing variety past the bar earns nothing (the share is at most 1).
 
     The keys are canonical answers (corl.answers.answer_key: "7", "7.0", "07", "14/2",
     "\\frac{14}{2}" and "x=7" are one key), so spelling one answer differently from prompt to

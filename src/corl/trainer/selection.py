@@ -9,10 +9,11 @@ one point:
     label_free  the highest `label_free_score`: agreement beyond chance (greedy agreement minus
                 the agreement of agents answering independently of the prompt; one agent: its
                 samples' agreement with its greedy answer, minus the same by chance), times the
-                share of its answer variety (effective number of distinct answers) the agent
-                that kept least has kept since its most varied point. A collapsed point (one agent gives one answer on >= cohort.stop.collapse_share
-                of the prompts) is never chosen, whatever its score. It reads only the scores
-                above: never an answer.
+                share the agent that kept least keeps of the cohort's variety bar (effective
+                number of distinct answers; the bar: the smallest of the agents' largest so
+                far, `corl.trainer.scores.variety_kept`). A collapsed point (one agent gives one
+                answer on >= cohort.stop.collapse_share of the prompts) is never chosen, whatever
+                its score. It reads only the scores above: never an answer.
     truth       the highest cohort validation accuracy (a diagnostic: it needs answers).
     last        the last point (no best/ folder: the final checkpoint is the result).
 
