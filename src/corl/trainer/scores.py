@@ -65,7 +65,9 @@ def variety_kept(variety: Sequence[float], reference: Sequence[float] | None) ->
     Why the smallest agent's, not each agent's own: an agent's wrong answers can be more varied
     than the right ones (a slip that scatters each prompt onto its own wrong value), so its
     variety falls as it learns, down to its peers'. Answers piling onto fewer values than every
-    agent gave at its most varied is what a collapse does and learning does not."""
+    agent gave at its most varied is what a collapse does and learning does not. The price: a
+    cohort whose least varied agent starts with few answers sets a low bar; the chance term and
+    the collapse flag (`top_answer_share`) still hold against a cohort piling onto one answer."""
     bar = min((r for r in reference or () if r > 0), default=0.0)
     if bar <= 0:
         return 1.0
