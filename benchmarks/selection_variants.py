@@ -18,7 +18,8 @@ import json
 import math
 from pathlib import Path
 
-from corl.trainer.scores import variety_kept
+from corl.trainer import selection
+from corl.trainer.scores import label_free_score, variety_kept
 
 
 def entropy_kept(variety, reference) -> float:
@@ -39,23 +40,15 @@ VARIANTS = {
 }
 
 
-def beyond_chance(point: dict) -> float:
-    agreement = point["agreement"] if point.get("agreement") is not None else point["self_agreement"]
-    return agreement - point["chance_agreement"]
-
-
 def choose(points: list[dict], kept) -> dict | None:
-    """The label_free rule's choice with `kept` as its variety term (ties: the later point)."""
-    best, seen = None, []
+    """The label_free rule's choice (`corl.trainer.selection.choose`) with every point rescored by
+    `label_free_score` with `kept` as its variety term; the reference as `point_scores` builds it."""
+    rescored, seen = [], []
     for point in points:
         seen.append(point["variety"])
-        if not point["candidate"] or point.get("collapsed"):
-            continue
         reference = [max(column) for column in zip(*seen, strict=True)]
-        score = beyond_chance(point) * kept(point["variety"], reference)
-        if best is None or score >= best[0]:
-            best = (score, point)
-    return best[1] if best else None
+        rescored.append({**point, "label_free": label_free_score({**point, "variety_kept": kept(point["variety"], reference)})})
+    return selection.choose(rescored, "label_free")
 
 
 def main() -> None:

@@ -141,7 +141,7 @@ def main() -> None:
     report(results, args.seeds, verdicts, design, failing, args.out, tag)
 
 
-def _per_family(item: str, flag: str, kind: type, parser: argparse.ArgumentParser) -> tuple[str, float]:
+def _per_family(item: str, flag: str, kind: type, parser: argparse.ArgumentParser) -> tuple[str, int | float]:
     name, _, value = item.partition("=")
     try:
         if name not in PAIR:
