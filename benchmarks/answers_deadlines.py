@@ -4,7 +4,7 @@ Usage:
     python benchmarks/answers_deadlines.py            # the tests' 10,000 fuzz inputs, 4 busy processes
     python benchmarks/answers_deadlines.py --fuzz 2000 --busy 8 --load-pairs 300
 
-The timing half of tests/test_answers_properties.py and tests/test_answers.py (the tests
+The timing half of tests/answers/test_answers_properties.py and tests/answers/test_answers.py (the tests
 assert what the calls answer; how fast belongs here, where a loaded machine makes numbers
 noisy rather than a test red). On the same inputs as the tests:
 
@@ -21,7 +21,7 @@ noisy rather than a test red). On the same inputs as the tests:
    cold caches, the harshest order;
 4. a hung worker (a task that sleeps an hour, 0.3 s pool timeout): when the pool ended it, on
    an idle pool and right after the fuzz;
-5. the pathological inputs of tests/test_answers.py: seconds each, and x baseline.
+5. the pathological inputs of tests/answers/test_answers.py: seconds each, and x baseline.
 
 Ratios are against figures measured in the same run: compare those across machines.
 Prints figures; not a test.
@@ -37,12 +37,13 @@ import time
 from concurrent.futures import wait
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' inputs, exactly
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "answers"))  # the tests' inputs, exactly
+
+from test_answers import PATHOLOGICAL  # noqa: E402
+from test_answers_properties import SLOW_CHECKS, fuzz_inputs  # noqa: E402
 
 from corl.answers import POOL, answer_key, extract_answer, is_equivalent, verdict  # noqa: E402
 from corl.answers.equivalence import _verdict_cached  # noqa: E402
-from test_answers import PATHOLOGICAL  # noqa: E402
-from test_answers_properties import SLOW_CHECKS, fuzz_inputs  # noqa: E402
 
 # symbolic identities that cost sympy the most calls in a fresh worker (~0.2-0.9 M: see symbolic)
 HEAVY = [
@@ -64,7 +65,7 @@ def baseline_per_call(n: int = 5000) -> float:
 
 
 def fuzz(texts: list[str]) -> tuple[list[float], int]:
-    """(seconds per fuzz input, unknown verdicts): what tests/test_answers_properties.py's fuzz asks of each."""
+    """(seconds per fuzz input, unknown verdicts): what tests/answers/test_answers_properties.py's fuzz asks of each."""
     out, unknown = [], 0
     for i, text in enumerate(texts):
         t = time.perf_counter()

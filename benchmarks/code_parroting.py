@@ -9,7 +9,7 @@ input (the first stated answer otherwise). Its hidden-test pass@1 is ~0; if the 
 inputs were the shown examples, its key would equal the canonical solution's wherever the
 examples are right. Printed: how many problems the canonical solution forms a key on (target
 >= 85%), and on how many the parrot's key equals the canonical one (target <= 5%); then
-the same with the shown examples alone as inputs (the key before corl.tasks.code_inputs).
+the same with the shown examples alone as inputs (the key before corl.tasks.code.inputs).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import argparse
 import time
 from pathlib import Path
 
-from corl.code_eval import load_humaneval
 from corl.sandbox import SandboxPool
-from corl.tasks.code import shown_calls
-from corl.tasks.code_exec import code_answers
-from corl.tasks.code_task import prepare_row, public_view
+from corl.tasks.code.execute import code_answers
+from corl.tasks.code.programs import shown_calls
+from corl.tasks.code.prompts import load_humaneval
+from corl.tasks.code.task import prepare_row, public_view
 
 PARROT = """    import sys as _sys
     return _parrot(_sys._getframe(0))

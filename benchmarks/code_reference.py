@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/code_reference.py [--data ../shared/data] [--wall 60] [--workers 2]
 
 Every canonical HumanEval solution and every MBPP test reference program runs through
-`corl.code_eval.evaluate`'s path (the program sandboxed, the tests in the judge process of
-corl.tasks.code_judge, as `corl eval --task code` grades), then, in the same run, the same
+`corl.evaluation.code_eval.evaluate`'s path (the program sandboxed, the tests in the judge process of
+corl.tasks.code.judge, as `corl eval --task code` grades), then, in the same run, the same
 programs as a bare sandboxed script (solution, then tests, in one namespace and one
 process: no judge) for the time ratio. The wall limit is raised
 from the graders' 15 s so that a loaded machine does not turn MBPP's slowest reference
@@ -17,10 +17,11 @@ import argparse
 import time
 from pathlib import Path
 
-from corl.code_eval import evaluate, load_humaneval, load_mbpp, program_for, reference_solution
+from corl.evaluation.code_eval import evaluate
 from corl.sandbox import Limits, SandboxPool, Status
-from corl.tasks.code import hidden_tests
-from corl.tasks.code_exec import run_tests
+from corl.tasks.code.execute import run_tests
+from corl.tasks.code.programs import hidden_tests
+from corl.tasks.code.prompts import load_humaneval, load_mbpp, program_for, reference_solution
 
 
 def judged_pass(rows, style: str, pool: SandboxPool, limits: Limits) -> tuple[int, list, float]:

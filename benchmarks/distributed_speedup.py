@@ -95,7 +95,7 @@ def config(models: dict[str, Path], train: Path, steps: int, prompts: int, k: in
 def worker(config_path: Path, run_dir: Path, clock_file: Path) -> None:
     """One rank (or the single process): train, and on the main rank record when each step ends."""
     from corl.config import load_config
-    from corl.launch import launch
+    from corl.launch.run import launch
 
     ends: list[float] = []
 

@@ -117,7 +117,7 @@ def child(shape: str, root: Path) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from corl.data import build_problems, load_rows
+    from corl.data.rows import build_problems, load_rows
     from corl.plan import Machine, Planner
     from corl.plan.machine import system_ram
     from corl.rollout import SamplingParams

@@ -50,7 +50,7 @@ def worker(shape: str, root: Path, out: Path) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from corl.data import build_problems, load_rows
+    from corl.data.rows import build_problems, load_rows
     from corl.parallel import DataParallel, Heartbeat, plan_layout
     from corl.plan import Machine, Planner
     from corl.plan.machine import system_ram

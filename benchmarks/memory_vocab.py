@@ -63,7 +63,7 @@ def child(n: int, c: int, vocab: int, mode: str) -> dict:
 
     import corl.trainer.logprobs as agent_module
     from corl.config import AgentConfig, GRPOConfig
-    from corl.data import PromptTemplate
+    from corl.data.rows import PromptTemplate
     from corl.rollout import Rollout, SamplingParams
     from corl.trainer import Agent
 

@@ -20,7 +20,7 @@ sequence carries gradient. Three updates of the same batch, run in turn in one p
                   positions restarting per sequence, causal SDPA per sequence (no padding)
 
 Printed: wall seconds per update (and the process's CPU seconds) and the ratios padded / packed.
-All three compute the same loss and gradient (tests/test_update_passes.py). On a machine whose
+All three compute the same loss and gradient (tests/trainer/test_update_passes.py). On a machine whose
 cores other jobs keep busy, torch's OpenMP threads wait on each other and the wall times say more
 about the neighbours than about the update: measure with --threads 1 there.
 """
@@ -35,7 +35,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from corl.config import AgentConfig, GRPOConfig
-from corl.data import PromptTemplate
+from corl.data.rows import PromptTemplate
 from corl.rollout import Rollout, SamplingParams
 from corl.trainer import Agent
 

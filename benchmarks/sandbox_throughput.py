@@ -9,7 +9,7 @@ bootstrap) costs on this host. `--backend unshare` measures the fallback even wh
 is installed; `--backend none` (named, so allowed) measures no walls at all.
 
 The judged-program comparison runs one honest MBPP-style program's hidden tests `--programs`
-times through `corl.tasks.code_exec.run_tests`, here and (in a subprocess, on a copy of
+times through `corl.tasks.code.execute.run_tests`, here and (in a subprocess, on a copy of
 `--old-rev`'s src/ taken with `git archive` into a temp folder) with the code of that
 commit (2f21024: the tests inside the program's own process, audit-hook harness), and
 prints the ratio new/old of the time per program.
@@ -49,7 +49,7 @@ def sandbox_rate(n: int, workers: int, backend: str) -> float:
 JUDGED = """
 import sys, time
 from corl.sandbox import SandboxPool
-from corl.tasks.code_exec import run_tests
+from corl.tasks.code.execute import run_tests
 n, workers, backend = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 row = {"task_id": 1, "text": "Add.", "code": "def add(a, b):\\n    return a + b", "test_setup_code": "",
        "test_list": ["assert add(1, 2) == 3", "assert add(2, 5) == 7", "assert add(-1, 1) == 0"]}

@@ -14,7 +14,7 @@ BPE) are built here with corl.studies.tiny and taught the answer format in a few
      the weights) loads with from_pretrained and differs from the base model
   E  vLLM (if vLLM's CUDA build imports; scripts/gpu_check_vllm.py): the colocated rollout
      engine, weight sync, sleep mode, LoRA, FSDP2 under torchrun, corl train on it
-  F  issue 43's paths (scripts/gpu_check_43.py, torchrun, 1 GPU): the chunked head under FSDP2,
+  F  the sharded paths (scripts/gpu_check_sharded.py, torchrun, 1 GPU): the chunked head under FSDP2,
      vLLM sampling without unsharding (gathers counted), vLLM asleep during the update (memory
      freed), the sharded KL reference (KL 0 at step 0), token-budget packing == padded update
 
@@ -121,7 +121,7 @@ def trained(run: Path, steps: int, names=("llama", "qwen")) -> str:
     """'' if the run logged every step with finite numbers and updated every agent, else why not."""
     import math
 
-    from corl.tracking import read_metrics
+    from corl.tracking.metrics import read_metrics
 
     records = read_metrics(run, "train")
     if [r["step"] for r in records] != list(range(steps)):
@@ -227,7 +227,7 @@ def parity_worker(out: Path) -> None:
     from torch.distributed.tensor import DTensor
 
     from corl.config import AgentConfig, GRPOConfig
-    from corl.data import Problem, PromptTemplate
+    from corl.data.rows import Problem, PromptTemplate
     from corl.models import load_policy
     from corl.parallel import DataParallel
     from corl.rollout import SamplingParams
@@ -302,9 +302,9 @@ def check_vllm(out: Path, models, data) -> None:
     run_vllm_section(out, models, data, report, config, corl, trained)
 
 
-def check_issue_43(out: Path) -> None:
-    """Section F: scripts/gpu_check_43.py under torchrun (world 1); its CHECK lines become PASS/FAIL."""
-    script = Path(__file__).resolve().parent / "gpu_check_43.py"
+def check_sharded(out: Path) -> None:
+    """Section F: scripts/gpu_check_sharded.py under torchrun (world 1); its CHECK lines become PASS/FAIL."""
+    script = Path(__file__).resolve().parent / "gpu_check_sharded.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", str(script), "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout.splitlines():
@@ -341,7 +341,7 @@ def main() -> None:
         lambda: check_fsdp_parity(args.out),
         lambda: check_lora(args.out, models, data),
         lambda: check_vllm(args.out, models, data),
-        lambda: check_issue_43(args.out),
+        lambda: check_sharded(args.out),
     )
     for check in checks:
         try:

@@ -18,7 +18,7 @@
 #      FSDP2 and LoRA, corl train on it with FSDP2 + LoRA + bf16 and a resume; skipped with a
 #      note where vLLM's CUDA build is not installed). Several ranks per agent need several
 #      GPUs (NCCL puts one rank on one GPU); CI runs those on CPU over gloo.
-#      Last, issue 43's paths (scripts/gpu_check_43.py): chunked head under FSDP2, vLLM sampling
+#      Last, the sharded paths (scripts/gpu_check_sharded.py): chunked head under FSDP2, vLLM sampling
 #      without unsharding (gathers counted), vLLM sleep mode during the update (memory freed),
 #      sharded KL reference (KL 0 at step 0), token-budget packing == padded update.
 # Output of every run goes to $OUT_DIR (default $OUT/corl-gpu-check if $OUT is set, else
@@ -67,7 +67,7 @@ for name in ("peft", "math_verify", "tensorboard", "vllm"):  # vllm: section E (
         print(f"optional package missing: {name}")
 if missing:
     sys.exit(f"missing packages: {', '.join(missing)}: make wheels with scripts/gpu_wheels.sh and carry .whl")
-import corl.launch  # noqa: F401  (the project itself imports)
+import corl.launch.run  # noqa: F401  (the project itself imports)
 print("PASS  environment")
 PY
 

@@ -285,7 +285,7 @@ def _check_train(out: Path, models, data, report, config, corl, trained) -> None
         resumed = corl("train", str(cfg), "--resume", str(run), *engine, torchrun=True, timeout=900)
         why = resumed.stdout[-1000:] + resumed.stderr[-2500:] if resumed.returncode else trained(run, 3)
     if not why:
-        from corl.tracking import read_metrics
+        from corl.tracking.metrics import read_metrics
 
         last = read_metrics(run, "train")[-1]
         gaps = {k: v for k, v in last.items() if k.endswith("mismatch_logratio_mean") and abs(v) > 0.05}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,6 @@ import torch
 # tiny:, tiny-vl: and vtiny: names in tests that call the library directly (the corl command
 # registers them itself; an installed corl through its `corl.plugins` entry point)
 import corl.studies.plugins  # noqa: F401
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -80,22 +79,17 @@ def tiny_models(tmp_path_factory, tiny_data) -> dict[str, Path]:
     return out
 
 
-def tiny_config(tmp_path: Path, models: dict[str, Path], data: dict[str, Path], agents: int = 2, **sections) -> dict:
-    """A raw run config for `agents` tiny agents (alternating families), few cheap steps."""
-    names = list(models)
-    raw = {
-        "output_dir": str(tmp_path / "run"),
-        "agents": [{"name": f"agent{i}", "model": str(models[names[i % 2]]), "lr": 1e-3} for i in range(agents)],
-        "data": {
-            "train": str(data["train"]),
-            "val": str(data["test"]),
-            "val_size": 6,
-            "template": "{problem}\n",
-            "instruction": "",
-        },
-        "cohort": {"steps": 3, "prompts_per_step": 4, "samples_per_prompt": 4, "max_new_tokens": 12, "seed": 0},
-        "logging": {"tensorboard": True, "progress": False},
-    }
-    for section, values in sections.items():
-        raw.setdefault(section, {}).update(values)
-    return raw
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs mount of a few MiB; its size is set per test with remount."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+
+    def resize(mib: int) -> Path:
+        subprocess.run(["mount", "-o", f"remount,size={mib}m", str(mount)], check=True)
+        return mount
+
+    yield resize
+    subprocess.run(["umount", "--lazy", str(mount)], check=False)  # busy or not: never left mounted under tmp

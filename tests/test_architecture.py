@@ -1,5 +1,6 @@
-"""The package's shape: imports point one way, the library never imports the CLI, modules
-stay small, and every extension point is one registry whose names the config offers."""
+"""The package's shape: imports point one way (each package imports only the packages its
+entry in ALLOWED names, as docs/architecture.md draws them), the library never imports the CLI,
+modules stay small, and every extension point is one registry whose names the config offers."""
 
 from __future__ import annotations
 
@@ -117,16 +118,131 @@ def test_the_direction_check_sees_an_import_of_the_studies(tmp_path):
     assert imports_of("corl.models.loading", module, known) == {"corl.studies.tiny.pretrain"}
 
 
+SHARED = {"registry", "grpo", "_moved"}  # root modules every package may import (corl/__init__.py says why)
+# package -> the packages it may import, bottom of the house first (docs/architecture.md, one paragraph each)
+ALLOWED = {
+    "answers": set(),
+    "sandbox": set(),
+    "labels": set(),
+    "config": {"rollout"},  # rollout.options only: the engines' option blocks, pure pydantic
+    "vision": {"answers"},
+    "data": {"answers", "config", "vision"},
+    "tasks": {"answers", "data", "labels", "sandbox"},
+    "rewards": {"labels", "tasks"},
+    "rollout": {"vision"},
+    "models": {"config", "vision"},
+    "parallel": {"config"},
+    "tracking": {"config", "labels"},
+    "checkpoints": {"config", "labels", "models", "parallel", "rewards", "tracking"},
+    "evaluation": {"answers", "checkpoints", "config", "data", "labels", "models", "rollout", "sandbox", "tasks", "vision"},
+    "trainer": {
+        "answers",
+        "checkpoints",
+        "config",
+        "data",
+        "evaluation",
+        "labels",
+        "models",
+        "parallel",
+        "rewards",
+        "rollout",
+        "tasks",
+        "tracking",
+        "vision",
+    },  # fmt: skip
+    "plan": {"config", "data", "labels", "models", "parallel", "rewards", "rollout", "trainer"},
+    "launch": {"checkpoints", "config", "data", "models", "parallel", "tracking", "trainer"},
+}
+LIBRARY = set(ALLOWED) | SHARED
+ALLOWED["studies"] = LIBRARY | {"launch", "plan"}  # built on the library, reached by it only through registries
+ALLOWED["cli"] = LIBRARY | {"studies"}  # the command: a thin layer over both
+
+
+def package_of(module: str) -> str:
+    """corl.trainer.loop -> trainer; corl.registry -> registry; corl -> corl."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def forbidden_imports(edges: dict[str, set[str]], allowed: dict[str, set[str]]) -> dict[str, list[str]]:
+    """{module: [imported modules of packages its own package may not import]}."""
+    out = {}
+    for module, targets in edges.items():
+        own = package_of(module)
+        if own in SHARED or own in ("corl", "__main__"):
+            continue
+        bad = sorted(t for t in targets if package_of(t) not in allowed.get(own, set()) | SHARED | {own})
+        if bad:
+            out[module] = bad
+    return out
+
+
+def test_every_package_imports_only_what_it_may():
+    assert forbidden_imports(graph(), ALLOWED) == {}
+
+
+def test_every_package_has_an_entry_and_a_paragraph():
+    """A new package says what it may import here, and what it is for in docs/architecture.md."""
+    packages = {p.name for p in (SRC / "corl").iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(ALLOWED) - SHARED
+    doc = (SRC.parent / "docs" / "architecture.md").read_text()
+    assert [p for p in sorted(packages) if f"### `corl.{p}`" not in doc] == []
+    for p in packages:
+        assert (SRC / "corl" / p / "__init__.py").read_text().lstrip().startswith('"""'), f"corl.{p} has no docstring"
+
+
+def test_the_root_holds_packages_and_a_handful_of_shared_modules():
+    loose = {p.stem for p in (SRC / "corl").glob("*.py")} - {"__init__", "__main__"}
+    assert loose == SHARED
+
+
+def test_the_direction_check_names_an_import_against_the_flow():
+    edges = {"corl.data.rows": {"corl.trainer.loop", "corl.config.sections", "corl.registry"}, "corl.trainer.loop": {"corl.data"}}
+    assert forbidden_imports(edges, ALLOWED) == {"corl.data.rows": ["corl.trainer.loop"]}
+
+
+def test_old_import_paths_still_work_for_one_release_with_a_warning():
+    """A moved module is the same object under its old name (so patching either patches both)."""
+    import importlib
+    import subprocess
+    import sys
+
+    import corl.checkpoints.checkpoint
+    from corl._moved import MOVED
+
+    for name in MOVED:  # a name imported before (by another test) warns no more: import each afresh
+        sys.modules.pop(name, None)
+    with pytest.warns(FutureWarning, match=r"corl\.checkpoint moved to corl\.checkpoints\.checkpoint"):
+        old = importlib.import_module("corl.checkpoint")
+    assert old is corl.checkpoints.checkpoint
+    for name, new in MOVED.items():
+        sys.modules.pop(name, None)
+        with pytest.warns(FutureWarning, match=f"{name} moved to {new}"):
+            assert importlib.import_module(name) is importlib.import_module(new)
+    # python -m with the old name still runs the module, and says where it went
+    done = subprocess.run([sys.executable, "-m", "corl.torchrun", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "torchrun" in done.stdout and "corl.torchrun moved to corl.launch.torchrun" in done.stderr
+
+
 def test_no_module_is_huge():
     sizes = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 
 def test_registry_names_come_from_one_table():
+    import corl.registry
     from corl.labels import LABEL_SOURCES
     from corl.rewards import REWARDS
     from corl.rollout import ENGINES
     from corl.tasks import TASKS
+
+    # the config's table is the package's: one object, filled by the package it names
+    assert (LABEL_SOURCES, REWARDS, ENGINES, TASKS) == (
+        corl.registry.LABEL_SOURCES,
+        corl.registry.REWARDS,
+        corl.registry.ENGINES,
+        corl.registry.TASKS,
+    )
 
     assert {"peer", "self", "truth", "ema", "ring2"} <= set(LABEL_SOURCES.names())
     assert {"agreement", "entropy", "self_certainty"} <= set(REWARDS.names())

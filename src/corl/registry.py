@@ -77,3 +77,14 @@ class Registry:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+# The extension points, one table each. A table's own package fills it when first looked up (the
+# package is named, not imported, here); plugins and installed entry points add to it. The config
+# validates names against these tables without importing any implementation.
+ENGINES: Registry = Registry("rollout engine", package="corl.rollout")
+LABEL_SOURCES: Registry = Registry("label source", package="corl.labels")
+REWARDS: Registry = Registry("reward", package="corl.rewards")
+TASKS: Registry = Registry("task kind", package="corl.tasks")
+DATA_SOURCES: Registry = Registry("data source", package="corl.data.sources")
+MODEL_SOURCES: Registry = Registry("model source")  # filled by plugins only (tiny:, tiny-vl: by corl.studies)

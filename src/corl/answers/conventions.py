@@ -2,7 +2,7 @@
 
 Every rule below is a choice between two published conventions (MATH / Minerva, Qwen2.5-Math,
 PRM800K, math-verify, lm-eval). The other modules ask these functions instead of deciding
-themselves, and `tests/test_answers_conventions.py` pins each one.
+themselves, and `tests/answers/test_answers_conventions.py` pins each one.
 
 * ORDER: a tuple, a point, an interval or a vector is ordered: ``(1,2)`` is not ``(2,1)``.
   A set ``\\{...\\}``, a list of solutions ``1, 2`` / ``1 or 2`` / one box per solution, and a

@@ -25,7 +25,7 @@ def data_command(
     from rich.markup import escape
 
     from corl.cli.output import console as make_console
-    from corl.data_catalog import CATALOG, CatalogError, verify, write_dataset
+    from corl.data.catalog import CATALOG, CatalogError, verify, write_dataset
 
     console, err = make_console(highlight=False, soft_wrap=True), make_console(stderr=True, highlight=False, soft_wrap=True)
     if list_:

@@ -75,7 +75,7 @@ def evaluate(
 
     from corl.answers import EXTRACTION_MODES
     from corl.cli.output import console as make_console
-    from corl.run_targets import DATA_OPTIONS, PROMPT_OPTIONS, TargetError, resolve_targets, run_defaults
+    from corl.evaluation.run_targets import DATA_OPTIONS, PROMPT_OPTIONS, TargetError, resolve_targets, run_defaults
 
     err = make_console(stderr=True)  # "tiny:train:2000" is a data source, not an emoji code
     try:  # a run folder means every agent of its checkpoint, each named by its agent
@@ -159,7 +159,7 @@ def _greedy_and_sampled(engine, prompts, bar, name, seed, k, temperature, max_ne
     """One greedy completion and K sampled ones per prompt (seeded), advancing `name`'s bar."""
     import torch
 
-    from corl.evaluate import sample_completions
+    from corl.evaluation.evaluate import sample_completions
     from corl.rollout import SamplingParams
 
     bar_task = bar.add_task(f"{name}", total=2 * len(prompts))
@@ -188,7 +188,7 @@ def _math_prompts(problems, field: str, template, tok, processor) -> list:
     """Each problem's prompt: a vision-language checkpoint sees the row's images before the text."""
     if processor is None:
         return [template.render(p.texts[field], tok) for p in problems]
-    from corl.data import IMAGES_INPUT
+    from corl.data.rows import IMAGES_INPUT
     from corl.vision.inputs import image_prompt
 
     return [image_prompt(processor, template.text(p.texts[field]), p.inputs.get(IMAGES_INPUT)) for p in problems]
@@ -200,8 +200,8 @@ def _evaluate_math(
 ) -> tuple[dict, list[dict]]:  # fmt: skip
     from rich.progress import Progress
 
-    from corl.data import IMAGES_INPUT, OPTIONS_INPUT, DataError, PromptTemplate, build_problems, load_rows
-    from corl.evaluate import accuracy_by_group, extract_all, grade, majority_correct, pooled, score
+    from corl.data.rows import IMAGES_INPUT, OPTIONS_INPUT, DataError, PromptTemplate, build_problems, load_rows
+    from corl.evaluation.evaluate import accuracy_by_group, extract_all, grade, majority_correct, pooled, score
 
     try:
         rows = load_rows(data, split)[:n]
@@ -254,8 +254,8 @@ def _evaluate_math(
 
 def _code_rows(data: str, split: str, n: int | None, style: str | None, chat: bool, shots: str | None, err):
     """(rows as the harness reads them, the style, the few-shot rows); errors name the row at fault."""
-    from corl.data import DataError, load_rows
-    from corl.tasks.code_task import is_humaneval, is_mbpp, mbpp_view, shot_rows
+    from corl.data.rows import DataError, load_rows
+    from corl.tasks.code.task import is_humaneval, is_mbpp, mbpp_view, shot_rows
 
     try:
         rows = load_rows(data, split)[:n]
@@ -289,7 +289,7 @@ def _code_rows(data: str, split: str, n: int | None, style: str | None, chat: bo
 
 
 def _code_prompt(row, style: str, shots, tok) -> str:
-    from corl.code_eval import chat_prompt, humaneval_instruct, humaneval_prompt, mbpp_instruct, mbpp_prompt
+    from corl.tasks.code.prompts import chat_prompt, humaneval_instruct, humaneval_prompt, mbpp_instruct, mbpp_prompt
 
     if style == "humaneval":
         return humaneval_prompt(row)
@@ -306,8 +306,8 @@ def _evaluate_code(
 ) -> tuple[dict, list[dict]]:
     from rich.progress import Progress
 
-    from corl.code_eval import evaluate as run_tests_on
-    from corl.tasks.code_exec import close
+    from corl.evaluation.code_eval import evaluate as run_tests_on
+    from corl.tasks.code.execute import close
 
     rows, style, few = _code_rows(data, split, n, style, chat, shots, err)
     ks = sorted({1, k})
@@ -327,7 +327,7 @@ def _evaluate_code(
                     engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts
                 )
                 greedy = run_tests_on(rows, greedy_texts, style, ks=(1,))
-                sampled = run_tests_on(rows, texts, style, ks=ks, plus=True)  # MBPP rows: pass@k+ too (corl.tasks.code_plus)
+                sampled = run_tests_on(rows, texts, style, ks=ks, plus=True)  # MBPP rows: pass@k+ too (corl.tasks.code.plus)
                 results["models"][name] = {
                     "greedy": greedy.pass_at[1],
                     **{f"pass@{j}": sampled.pass_at[j] for j in ks},

@@ -22,10 +22,10 @@ def export(
     """Write the Hugging Face model folder (LoRA merged) of every agent of a sharded checkpoint."""
     import sys
 
-    from corl.checkpoint import CheckpointError
-    from corl.checkpoint_sharded import export_checkpoint
+    from corl.checkpoints.checkpoint import CheckpointError
+    from corl.checkpoints.export import export_checkpoint
     from corl.config import ConfigError
-    from corl.run_targets import TargetError, _pick_checkpoint
+    from corl.evaluation.run_targets import TargetError, _pick_checkpoint
 
     try:
         if not (run / "config.yaml").is_file():

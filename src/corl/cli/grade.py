@@ -10,7 +10,7 @@
 
 Math rows: a completion (or a list of samples) and a gold answer -> each sample's extracted
 answer and verdict, avg@k / maj@k / pass@k. Rows that share a problem id (or a prompt) are one
-problem's samples (`corl.grade_formats`); `--format` reads OpenAI, Batch API, vLLM, lm-eval and
+problem's samples (`corl.evaluation.grade_formats`); `--format` reads OpenAI, Batch API, vLLM, lm-eval and
 TRL files as those tools write them. Code rows: completions or programs and tests ->
 sandbox results, pass@1 / pass@k. Same records (`--records`) and summary (`--json`) as `corl eval`.
 """
@@ -72,7 +72,7 @@ def grade_command(
     from rich.markup import escape
 
     from corl.cli.output import console as make_console
-    from corl.grade import GradeError
+    from corl.evaluation.grade import GradeError
 
     err = make_console(stderr=True)
     try:
@@ -112,8 +112,17 @@ def _grade(
     warn=print,
 ):
     from corl.answers import EXTRACTION_MODES
-    from corl.grade import ANSWER_FIELDS, COMPLETION_FIELDS, ID_FIELDS, GradeError, attach_tests, code_kind, grade_code, read_rows
-    from corl.grade_formats import PRESETS, PROMPT_FIELDS, Preset, check_same_gold, gather, pick_path
+    from corl.evaluation.grade import (
+        ANSWER_FIELDS,
+        COMPLETION_FIELDS,
+        ID_FIELDS,
+        GradeError,
+        attach_tests,
+        code_kind,
+        grade_code,
+        read_rows,
+    )
+    from corl.evaluation.grade_formats import PRESETS, PROMPT_FIELDS, Preset, check_same_gold, gather, pick_path
 
     if task not in ("math", "code"):
         raise GradeError(f"--task must be math or code, got {task!r}")
@@ -158,21 +167,21 @@ def _grade(
 
 
 def _first_field(rows, candidates, given, option) -> str:
-    from corl.grade import pick_field
+    from corl.evaluation.grade import pick_field
 
     what = "completion" if option == "--completion-field" else "gold answer"
     return pick_field(rows, given, candidates, option, what)
 
 
 def _groups(rows, model_field, name):
-    from corl.grade import group_by_model
+    from corl.evaluation.grade import group_by_model
 
     return group_by_model(rows, model_field, name)
 
 
 def _grade_math(rows, path, groups, ids, answer_field, answers, extract, options_field, fmt):
-    from corl.grade import ANSWER_FIELDS, ID_FIELDS, grade_math, pick_field, read_rows
-    from corl.grade_formats import gsm8k_target, join_answers
+    from corl.evaluation.grade import ANSWER_FIELDS, ID_FIELDS, grade_math, pick_field, read_rows
+    from corl.evaluation.grade_formats import gsm8k_target, join_answers
 
     if answers is not None:
         gold_rows = read_rows(answers)

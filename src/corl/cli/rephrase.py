@@ -84,7 +84,7 @@ def rephrase(
 ) -> None:
     from corl.cli.output import console as make_console
     from corl.config import DEFAULT_INSTRUCTION
-    from corl.data import PromptTemplate, load_rows
+    from corl.data.rows import PromptTemplate, load_rows
     from corl.studies.rephrase import (
         DEFAULT_REPHRASE_INSTRUCTION,
         RephraseError,

@@ -41,8 +41,8 @@ def suite_command(
     """Run a benchmark suite over checkpoints: a Table-1 markdown table, a JSON of every figure with its 95%
     interval, per-problem records per cell, and a pooled maj@k row; an interrupted run resumes."""
     from corl.cli.output import console as make_console
+    from corl.evaluation.suite import ProtocolError, default_data_root, effective, parse_data_overrides, resolve_suite, run_suite
     from corl.models import check_model_source
-    from corl.suite import ProtocolError, default_data_root, effective, parse_data_overrides, resolve_suite, run_suite
 
     checkpoints, suite, out, data, data_root, limit = map(_plain, (checkpoints, suite, out, data, data_root, limit))
     engine, seeds, bootstrap, bootstrap_seed = map(_plain, (engine, seeds, bootstrap, bootstrap_seed))
@@ -80,7 +80,7 @@ def suite_command(
         batch_prompts=batch_prompts,
         console=err,
     )
-    from corl.model_card import record_suite_results
+    from corl.checkpoints.model_card import record_suite_results
 
     for card in record_suite_results(outcome.results):  # a corl checkpoint's model card gains the figures
         err.print(f"model card updated: {card}", soft_wrap=True)
@@ -92,7 +92,7 @@ def suite_command(
         print(json.dumps(outcome.results))
     else:
         sys.stdout.write((Path(out) / "results.md").read_text(encoding="utf-8"))  # plain: rich would wrap the table
-    return outcome  # a corl.suite.SuiteOutcome, for callers in Python (typer ignores it)
+    return outcome  # a corl.evaluation.suite.SuiteOutcome, for callers in Python (typer ignores it)
 
 
 def register(app: typer.Typer) -> None:

@@ -24,7 +24,7 @@ def train(
     from rich.console import Console
 
     from corl.config import ConfigError, load_config
-    from corl.progress import StepProgress, summary
+    from corl.launch.progress import StepProgress, summary
 
     console = Console(stderr=True, emoji=False)  # "tiny:train:2000" is a data source, not an emoji code
     if resume is not None and str(resume) == "auto":
@@ -41,14 +41,22 @@ def train(
     except ConfigError as err:
         _say_input_error(console, err)
         raise typer.Exit(2) from None
+    if cfg.suite.name:  # a typo must stop the run before training, not after its last step
+        from corl.evaluation.suite.protocol import ProtocolError, resolve_suite
+
+        try:
+            resolve_suite(cfg.suite.name)
+        except ProtocolError as err:
+            _say_input_error(console, ConfigError(f"suite.name: {str(err).removeprefix(f'--suite {cfg.suite.name!r}: ')}"))
+            raise typer.Exit(2) from None
     if resume is None:
         run_dir = output_dir or Path(cfg.output_dir)
-    from corl.checkpoint import CheckpointError
-    from corl.health import HealthError
-    from corl.launch import INPUT_ERRORS, launch
+    from corl.checkpoints.checkpoint import CheckpointError
+    from corl.launch.run import INPUT_ERRORS, launch
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
-    from corl.tracking_wandb import check_wandb_ready
+    from corl.tracking.health import HealthError
+    from corl.tracking.wandb_run import check_wandb_ready
     from corl.trainer import Preempted
     from corl.trainer.setup import check_models
 
@@ -80,7 +88,7 @@ def train(
         gc.freeze()
         raise typer.Exit(err.exit_code) from None
     except KeyboardInterrupt:  # a second Ctrl-C, or one before training began: no checkpoint of this moment
-        from corl.checkpoint import latest_checkpoint
+        from corl.checkpoints.checkpoint import latest_checkpoint
 
         last_saved = latest_checkpoint(run_dir) if Path(run_dir).is_dir() else None
         where = f"the last checkpoint is {last_saved}" if last_saved is not None else "no checkpoint was saved"
@@ -117,7 +125,7 @@ def _suite_after_training(cfg, run_dir: Path, console) -> None:
     import subprocess
     import sys
 
-    from corl.checkpoint import latest_checkpoint
+    from corl.checkpoints.checkpoint import latest_checkpoint
 
     checkpoint = latest_checkpoint(run_dir)
     s = cfg.suite

@@ -23,6 +23,7 @@ from corl.config.sections import (
     RolloutConfig,
     _Strict,
 )
+from corl.registry import LABEL_SOURCES, REWARDS, TASKS
 
 
 class RunConfig(_Strict):
@@ -75,23 +76,17 @@ class RunConfig(_Strict):
         if self.distributed.fsdp and not all(a.train for a in self.agents):
             # its sharded checkpoint would hold no trainable state to resume from: not built yet
             raise ValueError("agents[].train: false does not work with distributed.fsdp yet; run the frozen peer without FSDP")
-        from corl.labels import label_source_spec
-
-        spec = label_source_spec(self.cohort.label_source)
+        spec = LABEL_SOURCES.get(self.cohort.label_source)
         if len(self.agents) < spec.min_agents:
             raise ValueError(
                 f"cohort.label_source {spec.name!r} needs at least {spec.min_agents} agents (use 'self' for a single agent)"
             )
-        from corl.tasks import task_spec
-
-        task = task_spec(self.data.task)
+        task = TASKS.get(self.data.task)
         if task.check_config is not None:
             task.check_config(self)  # what this task kind cannot train (code: a gold-answer label source)
-        from corl.rewards import reward_spec
-
         for name, _ in self.cohort.reward_terms():
-            if reward_spec(name).check_config is not None:
-                reward_spec(name).check_config(self)  # e.g. confidence: advantages must not be divided by the group std
+            if REWARDS.get(name).check_config is not None:
+                REWARDS.get(name).check_config(self)  # e.g. confidence: advantages must not be divided by the group std
         if not 0 <= self.cohort.teacher < len(self.agents):
             raise ValueError(
                 f"cohort.teacher {self.cohort.teacher} is not an agent: the cohort has {len(self.agents)} agents, "

@@ -36,7 +36,7 @@ class ComputeConfig(_Strict):
 
 
 class DistributedConfig(_Strict):
-    """Runs under torchrun: one group of ranks per agent (see `corl.parallel` and `corl.launch`)."""
+    """Runs under torchrun: one group of ranks per agent (see `corl.parallel` and `corl.launch.run`)."""
 
     timeout_s: float = Field(
         600.0,
@@ -71,7 +71,7 @@ class DistributedConfig(_Strict):
 
 
 class HealthConfig(_Strict):
-    """Checks run every step (see `corl.health`)."""
+    """Checks run every step (see `corl.tracking.health`)."""
 
     on_nonfinite: Literal["stop", "skip"] = Field(
         "stop",
@@ -210,16 +210,3 @@ class SuiteConfig(_Strict):
     limit: int | None = Field(None, ge=1, description="First N problems per benchmark (smoke runs only).")
     max_tokens: int | None = Field(None, ge=1, description="Token budget for every benchmark (smoke runs only).")
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples per figure (0 = no intervals).")
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, name: str | None) -> str | None:
-        # a typo must stop the run before training, not after its last step
-        if name is not None:
-            from corl.suite.protocol import resolve_suite
-
-            try:
-                resolve_suite(name)
-            except ValueError as err:
-                raise ValueError(str(err).removeprefix(f"--suite {name!r}: ")) from None
-        return name

@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from corl.engine_options import HFOptions, VLLMOptions
+from corl.registry import ENGINES, LABEL_SOURCES, REWARDS, TASKS, Registry
+from corl.rollout.options import HFOptions, VLLMOptions
 
 MAX_LR = 1.0  # agents[].lr: see AgentConfig._a_usable_lr
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -22,11 +23,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def _registered(registry_module: str, registry: str, name: str) -> str:
+def _registered(table: Registry, name: str) -> str:
     """`name` if the registry has it; the registry is the one list of allowed names."""
-    import importlib
-
-    table = getattr(importlib.import_module(registry_module), registry)
     if name not in table:
         raise ValueError(f"{table.kind} {name!r} is not registered; choose one of: {', '.join(table.names())}")
     return name
@@ -124,7 +122,7 @@ class DataConfig(_Strict):
     @field_validator("task")
     @classmethod
     def _known_task(cls, name: str) -> str:
-        return _registered("corl.tasks", "TASKS", name)
+        return _registered(TASKS, name)
 
 
 class RewardTerm(_Strict):
@@ -136,7 +134,7 @@ class RewardTerm(_Strict):
     @field_validator("name")
     @classmethod
     def _known_reward(cls, name: str) -> str:
-        return _registered("corl.rewards", "REWARDS", name)
+        return _registered(REWARDS, name)
 
 
 class StopConfig(_Strict):
@@ -206,12 +204,12 @@ class CohortConfig(_Strict):
     @field_validator("label_source")
     @classmethod
     def _known_label_source(cls, name: str) -> str:
-        return _registered("corl.labels", "LABEL_SOURCES", name)
+        return _registered(LABEL_SOURCES, name)
 
     @field_validator("reward")
     @classmethod
     def _known_reward(cls, name: str) -> str:
-        return _registered("corl.rewards", "REWARDS", name)
+        return _registered(REWARDS, name)
 
     ema_momentum: float = Field(0.99, gt=0, lt=1, description="EMA teacher momentum for label_source 'ema'.")
     teacher: int = Field(
@@ -292,15 +290,13 @@ class RolloutConfig(HFOptions, VLLMOptions):
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, name: str) -> str:
-        return _registered("corl.rollout", "ENGINES", name)
+        return _registered(ENGINES, name)
 
     @model_validator(mode="after")
     def _engine_blocks(self) -> RolloutConfig:
         """Every key not declared above is an engine's option block, checked by that engine's `Options`."""
         if not self.__pydantic_extra__:
             return self  # importing corl.rollout loads torch: not for a config without blocks (corl --help)
-        from corl.rollout import ENGINES
-
         for name, value in (self.__pydantic_extra__ or {}).items():
             if name not in ENGINES:
                 raise ValueError(
@@ -336,8 +332,6 @@ class RolloutConfig(HFOptions, VLLMOptions):
         given = (self.__pydantic_extra__ or {}).get(engine)
         if given is not None:
             return given
-        from corl.rollout import ENGINES
-
         return ENGINES.get(engine).Options()
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from corl.labels.vote import LabelSource
-from corl.registry import Registry
+from corl.registry import LABEL_SOURCES
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,6 @@ class LabelSourceSpec:
         if self.teachers_read_context:
             return self.teachers(agent, num_agents, context or LabelContext())
         return self.teachers(agent, num_agents)
-
-
-LABEL_SOURCES: Registry = Registry("label source", package="corl.labels")
 
 
 def register_label_source(spec: LabelSourceSpec) -> LabelSourceSpec:

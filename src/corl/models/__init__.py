@@ -1,7 +1,6 @@
-"""Policies: loading any Hugging Face causal LM (or a model of a registered source, `corl.model_sources`) and preparing it
+"""Policies: loading any Hugging Face causal LM (or a model of a registered source, `corl.models.sources`) and preparing it
 for training (LoRA, FSDP2, bf16, gradient checkpointing) and for saving."""
 
-from corl.model_sources import MODEL_SOURCES, ModelSource, register_model_source
 from corl.models.loading import (
     check_model_source,
     is_vision_model,
@@ -23,6 +22,7 @@ from corl.models.prepare import (
     save_policy,
     shard_with_fsdp,
 )
+from corl.models.sources import MODEL_SOURCES, ModelSource, register_model_source
 
 __all__ = [
     "MODEL_SOURCES",

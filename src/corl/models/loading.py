@@ -7,11 +7,11 @@ from pathlib import Path
 
 import torch
 
-from corl.model_sources import split_model_name
+from corl.models.sources import split_model_name
 
 
 def resolve_model_path(model: str) -> str:
-    """A `<prefix>:<name>` model of a registered source (`corl.model_sources`, e.g. `tiny:<family>`)
+    """A `<prefix>:<name>` model of a registered source (`corl.models.sources`, e.g. `tiny:<family>`)
     -> its model folder (built on first use); any other name unchanged."""
     source = split_model_name(model)
     if source is None:

@@ -1,7 +1,7 @@
 """Where agents live and how they meet: layout and placement, the exchange of the answers
 table (with the heartbeat that names a missing peer), and one agent's data parallelism.
 
-These pieces know nothing of the trainer; `corl.launch` puts them together with it.
+These pieces know nothing of the trainer; `corl.launch.run` puts them together with it.
 """
 
 from corl.parallel.data_parallel import DataParallel

@@ -72,7 +72,7 @@ class Heartbeat:
         self.timeout_s = timeout_s
         self.layout = layout
         self.context = "start-up"  # where the run is, for messages ("step 3")
-        self.stop_requested = False  # set by the SIGTERM handler (corl.launch)
+        self.stop_requested = False  # set by the SIGTERM handler (corl.launch.run)
         self._meetings: Counter[str] = Counter()
         self._last_key: dict[str, str] = {}
 

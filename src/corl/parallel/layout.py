@@ -32,7 +32,7 @@ class Placement:
     dp_size: int = 1
     is_main: bool = True  # writes logs, metrics and config.yaml
     # creates, commits and prunes the checkpoints on its disk (rank 0 alone when every node
-    # sees the run directory; one rank per node without a shared disk: corl.launch decides)
+    # sees the run directory; one rank per node without a shared disk: corl.launch.run decides)
     commits_checkpoints: bool = True
 
     @staticmethod

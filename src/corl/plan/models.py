@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from corl.config import AgentConfig, ConfigError, LoRAConfig
-from corl.model_sources import split_model_name
+from corl.models.sources import split_model_name
 from corl.plan.arithmetic import DecoderShape, VisionShape
 
 

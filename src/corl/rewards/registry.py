@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from corl.registry import Registry
+from corl.registry import REWARDS
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,6 @@ class WeightedReward:
             part = weight * spec.score(inputs, gold_rows, logit_scores)  # x 1.0 is exact: one term is that reward
             total = part if total is None else total + part
         return total
-
-
-REWARDS: Registry = Registry("reward", package="corl.rewards")
 
 
 def register_reward(spec: RewardSpec) -> RewardSpec:

@@ -2,7 +2,7 @@
 
 Scored from the dataset's own grader (`from_gold`): the loop hands this reward the gold
 rows (hidden tests included), which no label-free source ever sees. Programs run in
-`corl.sandbox`, cut and assembled as the code task kind does (`corl.tasks.code_task`).
+`corl.sandbox`, cut and assembled as the code task kind does (`corl.tasks.code.task`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from corl.rewards.registry import RewardSpec, register_reward
 
 def tests_rewards(texts: Sequence[str], gold_rows: Sequence[Mapping], k: int) -> torch.Tensor:
     """[B*K] completions (grouped by prompt), B gold rows, K -> [B, K] float rewards in {0, 1}."""
-    from corl.tasks.code_task import passes_hidden_tests  # the task kind owns cutting and assembling
+    from corl.tasks.code.task import passes_hidden_tests  # the task kind owns cutting and assembling
 
     if len(texts) != len(gold_rows) * k:
         raise ValueError(f"tests reward: {len(texts)} completions for {len(gold_rows)} rows x {k} samples")

@@ -12,6 +12,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from corl.vision.prompt import ImagePrompt
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -21,16 +23,6 @@ class SamplingParams:
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     max_new_tokens: int = 256
-
-
-@dataclass(frozen=True)
-class ImagePrompt:
-    """A prompt with images: `text` is the processor's chat prompt holding one image
-    placeholder per image (corl.vision.chat_prompt); images are anything
-    corl.vision.load_image takes (a path, a PIL image, {"bytes", "path"})."""
-
-    text: str
-    images: tuple = ()
 
 
 Prompt = str | ImagePrompt

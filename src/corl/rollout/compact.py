@@ -14,7 +14,7 @@ and returns no log-probs by default. vLLM is the engine for serving-scale batche
 The distribution is generate's with the same settings: the logits of the last position,
 then temperature, then top-p (transformers' own warpers), one
 `torch.multinomial` draw per sequence (argmax when greedy); position ids from the
-left-padded attention mask as generate computes them. tests/test_rollout_compact.py holds
+left-padded attention mask as generate computes them. tests/rollout/test_rollout_compact.py holds
 it to generate: draw for draw the same samples until the first sequence leaves the batch
 (the same random numbers on the same probabilities), the same greedy completions after, and
 sampled log-probs equal to the training forward's. Each distinct prompt is prefilled once

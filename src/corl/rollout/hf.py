@@ -9,7 +9,6 @@ import contextlib
 
 import torch
 
-from corl.engine_options import HFOptions
 from corl.rollout.base import (
     ImagePrompt,
     Prompt,
@@ -22,6 +21,7 @@ from corl.rollout.base import (
     pad_right,
 )
 from corl.rollout.compact import sample_compacting, sampling_warpers, supports_compact_sampling
+from corl.rollout.options import HFOptions
 from corl.rollout.registry import register_engine
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from corl.registry import Registry
-
-ENGINES: Registry = Registry("rollout engine", package="corl.rollout")
+from corl.registry import ENGINES
 
 
 def register_engine(name: str) -> Callable:

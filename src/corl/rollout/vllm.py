@@ -28,7 +28,7 @@ Processes: the engine runs in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), whic
 sync relies on (the tensors are handed over, not serialised). Under torchrun it uses
 vLLM's `external_launcher` backend on the existing process group. With
 tensor_parallel_size 1 every rank's engine samples on its own (tested on CPU over gloo:
-2 ranks, FSDP2-sharded policy, tests/test_vllm_torchrun.py). With tensor_parallel_size T
+2 ranks, FSDP2-sharded policy, tests/rollout/test_vllm_torchrun.py). With tensor_parallel_size T
 > 1 (written per vLLM's documentation, untested here: no GPUs) each group of T
 consecutive ranks shards one engine: it must be one agent's ranks, given the same prompts.
 """
@@ -44,7 +44,6 @@ from pathlib import Path
 
 import torch
 
-from corl.engine_options import VLLMOptions
 from corl.rollout.base import (
     ImagePrompt,
     Prompt,
@@ -55,6 +54,7 @@ from corl.rollout.base import (
     eos_ids_of,
     multimodal_token_ids,
 )
+from corl.rollout.options import VLLMOptions
 from corl.rollout.registry import register_engine
 from corl.rollout.vllm_process import (  # noqa: F401  (CPU_KV_CACHE_SHARE, MAX_NUM_SEQS: read by corl.plan)
     _DTYPES,

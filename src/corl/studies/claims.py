@@ -46,7 +46,7 @@ def paired_se(x: Runs, y: Runs) -> float:
     scores are averaged per question first, and on paired analysis). Treating the S * N
     (seed, problem) scores as independent would shrink the error by about sqrt(S).
     It leaves out the spread between seeds as a whole (a seed that is better everywhere):
-    with a few seeds that cannot be estimated; benchmarks/quickstart_seeds.py reports it.
+    with a few seeds that cannot be estimated; `python -m corl.studies.seeds` reports it.
     """
     d = per_problem_differences(x, y)
     return statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else 0.0

@@ -12,8 +12,8 @@ code outside an installed corl can name it in a config's `plugins:`.
 
 from __future__ import annotations
 
-from corl.data import DataError, register_data_source
-from corl.model_sources import ModelSource, register_model_source
+from corl.data.rows import DataError, register_data_source
+from corl.models.sources import ModelSource, register_model_source
 from corl.studies.tiny.task import PROMPT_TEMPLATE
 
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 
 from corl.config import RolloutConfig, validate_config
-from corl.data import IMAGES_INPUT, Problem, build_problems, load_rows
-from corl.evaluate import accuracy_by_group, grade, sample_answers
+from corl.data.rows import IMAGES_INPUT, Problem, build_problems, load_rows
+from corl.evaluation.evaluate import accuracy_by_group, grade, sample_answers
 from corl.rollout import SamplingParams, build_engine
 from corl.studies.jobs import Jobs
 from corl.studies.plugins import TINY_PROMPT, TINY_VL_PROMPT
@@ -362,7 +362,7 @@ def _step_bar(trainer: CohortTrainer, opts: QuickstartOptions):
         return
     from rich.console import Console
 
-    from corl.progress import StepProgress
+    from corl.launch.progress import StepProgress
 
     with StepProgress(trainer, Console(stderr=True)) as bar:
         yield bar

@@ -30,7 +30,7 @@ def selection_logging(label_source: str) -> dict:
 
 def greedy_test_accuracy(model, tokenizer, test, opts, processor, prompts_for: Callable) -> float:
     from corl.config import RolloutConfig
-    from corl.evaluate import grade, sample_answers
+    from corl.evaluation.evaluate import grade, sample_answers
     from corl.rollout import SamplingParams, build_engine
 
     problems, gold, _ = test

@@ -70,7 +70,7 @@ def summarize(
 
 def base_sampled(per_seed: list[dict], gold: list[str]) -> dict | None:
     """{"k", "accuracy": agent -> [problems] share of the base's T=1 test samples correct} (Theorem 1 per problem)."""
-    from corl.evaluate import grade
+    from corl.evaluation.evaluate import grade
 
     base = per_seed[0].get("base", {})
     sets = {agent: e["samples"] for agent, e in base.items() if "samples" in e}
@@ -95,7 +95,7 @@ def per_problem(per_seed: list[dict]) -> dict[str, dict[str, list[list[int]]]]:
 def pooled_ensembles(per_seed: list[dict], gold: list[str]) -> dict[str, dict]:
     """The paper's Table 10: every method's agents vote together (pooled maj@k over all their
     T=1 samples: the same number of samples for every method, so budget-matched)."""
-    from corl.evaluate import majority_correct, pooled
+    from corl.evaluation.evaluate import majority_correct, pooled
 
     out: dict[str, dict] = {}
     for method in per_seed[0]:
@@ -117,7 +117,7 @@ def pooled_ensembles(per_seed: list[dict], gold: list[str]) -> dict[str, dict]:
 
 def reward_std_trend(results: dict) -> dict[str, float] | None:
     """Mean normalized reward std over the last quarter of training, per method (seed 0)."""
-    from corl.tracking import read_metrics
+    from corl.tracking.metrics import read_metrics
 
     out = {}
     for method in ("ttrl", "co-rl"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from corl.studies.claims import describe
 from corl.studies.quickstart_selection import selection_table
-from corl.tracking import read_metrics
+from corl.tracking.metrics import read_metrics
 
 
 def _fmt(entry: dict, key: str = "mean") -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from corl.answers import answer_key, extract_answer, is_equivalent
 from corl.answers.choice import choice_key, choice_letter_or_answer
-from corl.data import OPTIONS_INPUT
+from corl.data.rows import OPTIONS_INPUT
 from corl.tasks.registry import TaskSpec, register_task
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from corl.registry import Registry
+from corl.registry import TASKS
 
-# texts [B*K] grouped by prompt, the B problems (corl.data.Problem), K -> ([B][K] answers, [B][K] vote keys)
+# texts [B*K] grouped by prompt, the B problems (corl.data.rows.Problem), K -> ([B][K] answers, [B][K] vote keys)
 AnswerFn = Callable[[Sequence[str], Sequence, int], tuple[list[tuple], list[tuple]]]
 # one completion per problem [B], the B problems, their dataset rows [B] and gold answers [B] (None where the
 # data has no answer column) -> [B] whether each completion is correct (what validation measures)
@@ -35,9 +35,6 @@ class TaskSpec:
     # how `corl eval` (and `corl eval RUN`) scores it: "math" (final answers vs an answer column),
     # "code" (programs run against the row's tests), or None (no evaluator for it)
     evaluate_as: str | None = "math"
-
-
-TASKS: Registry = Registry("task kind", package="corl.tasks")
 
 
 def register_task(spec: TaskSpec) -> TaskSpec:

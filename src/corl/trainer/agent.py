@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from corl.checkpoint_sharded import SHARDED_FOLDER, load_sharded, save_sharded
+from corl.checkpoints.sharded import SHARDED_FOLDER, load_sharded, save_sharded
 from corl.config import AgentConfig, ComputeConfig, GRPOConfig, RolloutConfig
-from corl.data import IMAGES_INPUT, Problem, PromptTemplate
+from corl.data.rows import IMAGES_INPUT, Problem, PromptTemplate
 from corl.models import prepare_frozen, prepare_model, prepare_reference, save_policy
 from corl.parallel import DataParallel
 from corl.rollout import Rollout, SamplingParams, build_engine

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from corl.checkpoint import load_loop_state
+from corl.checkpoints.checkpoint import load_loop_state
 from corl.trainer.selection import publish, write_selection
 
 

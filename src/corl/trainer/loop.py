@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from corl.data import Problem, batch_indices
+from corl.data.rows import Problem, batch_indices
 from corl.rewards import RewardInputs
 from corl.rollout import Rollout
 from corl.trainer.agent import Agent

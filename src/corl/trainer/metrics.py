@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from corl.answers import unknown_checks
-from corl.diagnostics import step_diagnostics
+from corl.tracking.diagnostics import step_diagnostics
 from corl.trainer.table import AgentShard, assemble
 
 

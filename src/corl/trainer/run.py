@@ -9,11 +9,25 @@ from pathlib import Path
 import torch
 
 from corl.answers import unknown_checks
-from corl.checkpoint import checkpoint_step, latest_checkpoint, load_loop_state, save_checkpoint, set_rng_state, verify_checkpoint
-from corl.checkpoint_sharded import agreed_checkpoint
+from corl.checkpoints.checkpoint import (
+    checkpoint_step,
+    latest_checkpoint,
+    load_loop_state,
+    save_checkpoint,
+    set_rng_state,
+    verify_checkpoint,
+)
+from corl.checkpoints.run_folder import RunEntry, enter_run_folder, write_record
+from corl.checkpoints.sharded import agreed_checkpoint
 from corl.config import RunConfig, dump_config
-from corl.data import Problem
-from corl.health import (
+from corl.data.rows import Problem
+from corl.labels import build_label_source, label_source_spec
+from corl.models import resolve_device
+from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
+from corl.rewards import weighted_reward
+from corl.rollout import Rollout, SamplingParams
+from corl.tasks import task_spec
+from corl.tracking.health import (
     AFTER_DIVERGENCE,
     CollapseMonitor,
     HealthError,
@@ -22,16 +36,9 @@ from corl.health import (
     nonfinite,
     stop_or_warn,
 )
-from corl.labels import build_label_source, label_source_spec
-from corl.models import resolve_device
-from corl.parallel import DataParallel, Exchange, LocalExchange, Placement
-from corl.rewards import weighted_reward
-from corl.rollout import Rollout, SamplingParams
-from corl.run_folder import RunEntry, enter_run_folder, write_record
-from corl.step_numbering import renumber_old_run
-from corl.tasks import task_spec
-from corl.tracking import MetricsLog
-from corl.tracking_wandb import wandb_mirrors
+from corl.tracking.metrics import MetricsLog
+from corl.tracking.step_numbering import renumber_old_run
+from corl.tracking.wandb_run import wandb_mirrors
 from corl.trainer.agent import Agent
 from corl.trainer.best_folders import finish_publishing
 from corl.trainer.selection import Selector, publish, write_selection
@@ -70,7 +77,7 @@ class Run:
         entry: RunEntry | None = None,
     ):
         """`resume`: continue the run in `run_dir` from its last checkpoint (--resume); `entry`:
-        how to enter the run folder, when the caller decided it (`corl.run_folder`)."""
+        how to enter the run folder, when the caller decided it (`corl.checkpoints.run_folder`)."""
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.output_dir)
         self.placement = placement or Placement.single(len(cfg.agents))
@@ -135,7 +142,7 @@ class Run:
         if self.entry.checkpoint is None:
             write_record(self.run_dir, self.entry.record, exclusive=self.entry.fresh)
             dump_config(self.cfg, self.run_dir / "config.yaml")
-        renumber_old_run(self.run_dir)  # a run logged from step 0 before the one numbering (corl.step_numbering)
+        renumber_old_run(self.run_dir)  # a run logged from step 0 before the one numbering (corl.tracking.step_numbering)
         # rows are numbered from 1 (steps done); the validation before training is 0
         first = self.start_step + 1 if self.entry.checkpoint is not None else (0 if self.entry.redo else None)
         # a redone run continues its W&B run too: the steps it already sent are not sent again
@@ -249,7 +256,7 @@ class Run:
                 self.log.close()
             for agent in self.agents.values():
                 agent.close()
-            self.entry.release()  # the folder's lock (corl.run_folder): the run has ended
+            self.entry.release()  # the folder's lock (corl.checkpoints.run_folder): the run has ended
         return last
 
     def _checkpoint_once(self, done: int, gathered: bool = False) -> Path:
@@ -294,6 +301,6 @@ class Run:
 
     def _log(self, step: int, metrics: dict, kind: str = "train") -> None:
         """Log the row of the loop's 0-based `step` (-1: before training) as step `step + 1`:
-        rows count steps done, as checkpoints and messages do (corl.step_numbering)."""
+        rows count steps done, as checkpoints and messages do (corl.tracking.step_numbering)."""
         if self.log is not None and metrics:
             self.log.log(step + 1, metrics, kind)

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import torch
 
-from corl.checkpoint import KEEP_LAST, CheckpointError, check_free_space, checkpoint_bytes, checkpoint_step
-from corl.checkpoint_sharded import SHARDED_FOLDER
+from corl.checkpoints.checkpoint import KEEP_LAST, CheckpointError, check_free_space, checkpoint_bytes, checkpoint_step
+from corl.checkpoints.run_folder import check_writable
+from corl.checkpoints.sharded import SHARDED_FOLDER
 from corl.config import ConfigError, RunConfig
-from corl.data import AnswerKey, Problem, PromptTemplate, attach_wording, build_problems, load_rows
-from corl.health import check_weights
+from corl.data.rows import AnswerKey, Problem, PromptTemplate, attach_wording, build_problems, load_rows
 from corl.labels import label_source_spec
 from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_agent_policy, prepare_reference
 from corl.parallel import DataParallel, Exchange
-from corl.run_folder import check_writable
 from corl.tasks import task_spec
-from corl.tracking_wandb import check_wandb_ready
+from corl.tracking.health import check_weights
+from corl.tracking.wandb_run import check_wandb_ready
 from corl.trainer.agent import Agent
 
 

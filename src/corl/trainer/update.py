@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import torch
 
 from corl.grpo import group_advantages, importance_weights, mismatch_stats, policy_loss
-from corl.health import weight_norm
 from corl.rollout import Rollout, SamplingParams, SyncStats
 from corl.rollout.base import pad_right
+from corl.tracking.health import weight_norm
 from corl.trainer.logprobs import sequence_logprobs
 from corl.trainer.packing import can_pack, packed_logprobs, sequence_tokens, token_microbatches
 

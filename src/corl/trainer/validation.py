@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from corl.evaluate import greedy_completions, sample_completions
+from corl.evaluation.evaluate import greedy_completions, sample_completions
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Vision-language agents (paper: VLMs trained with Co-RL on image math problems): the parts the trainer uses.
 
     corl.studies.tiny_vl.families    tiny random Qwen2-VL-style and LLaVA/SigLIP-style models + processors, built offline
+    corl.vision.prompt      ImagePrompt: a prompt with images, what an engine samples from
     corl.vision.processing  load_processor (AutoProcessor, or Qwen2-VL's image-only processor without torchvision)
     corl.vision.inputs      load_image, chat_prompt, build_inputs -> VisionInputs (select / repeat / model_kwargs)
     corl.vision.logprobs    vision_sequence_logprobs (the update's forward), generate_with_images
@@ -16,11 +17,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "VL_FAMILIES": "families",
-    "VLFamilySpec": "families",
-    "build_vl_family": "families",
-    "load_vl": "families",
-    "save_vl": "families",
+    "ImagePrompt": "prompt",
     "load_processor": "processing",
     "VisionInputs": "inputs",
     "build_inputs": "inputs",

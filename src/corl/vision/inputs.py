@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from corl.rollout.base import ImagePrompt
+from corl.vision.prompt import ImagePrompt
 
 DEFAULT_MAX_SIDE = 1024
 TOKEN_KEYS = ("mm_token_type_ids", "token_type_ids")  # [B, P], zero on text tokens

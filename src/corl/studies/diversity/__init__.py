@@ -11,7 +11,7 @@ This module measures that for the price of one sampled answer per problem and mo
 Two halves:
 - pure metrics on correctness vectors (`contingency`, `cohens_kappa`, `complementarity`,
   `oracle_accuracy`, `wrong_agreement`, `pearson`, `rank_partners`), checked by hand in
-  tests/test_diversity.py;
+  tests/studies/test_diversity.py;
 - the study runner (`run_study`): select problems, sample each model once (cached on
   disk per model and settings), grade, and compare every pair.
 """

@@ -91,7 +91,7 @@ def select_problems(rows: Sequence[dict], settings: StudySettings) -> tuple[list
     Returns:
         (rows as {"id", "problem", "answer"}, number of rows dropped for an empty answer).
     """
-    from corl.data import DataError
+    from corl.data.rows import DataError
 
     if not rows:
         raise DataError(f"dataset {settings.data!r} has no rows")
@@ -235,7 +235,7 @@ def _sample_model(
 ) -> tuple[dict[int, list[str]], str | None]:
     """Load `model` once and sample one completion per problem for each seed."""
     from corl.config import RolloutConfig
-    from corl.data import PromptTemplate
+    from corl.data.rows import PromptTemplate
     from corl.models import load_policy
     from corl.rollout import SamplingParams, build_engine
 
@@ -363,7 +363,7 @@ def run_study(
     progress: ProgressFn | None = None,
 ) -> StudyResult:
     """Measure error decoupling of every pair of `models`; write diversity.json and kappa_heatmap.png to out_dir."""
-    from corl.data import load_rows
+    from corl.data.rows import load_rows
 
     if len(set(models)) != len(models):
         raise ValueError(f"a model is listed twice in {list(models)}; use --seed-pairs for a model against itself")

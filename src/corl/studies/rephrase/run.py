@@ -17,9 +17,9 @@ class RephraseError(ValueError):
 
 
 def row_ids(rows: Sequence[dict], id_field: str, source: str = "dataset") -> list[str]:
-    """Row ids as strings (the row index where the id field is absent, as corl.data does); unique."""
-    from corl.data import DataError
-    from corl.data import row_ids as data_row_ids
+    """Row ids as strings (the row index where the id field is absent, as corl.data.rows does); unique."""
+    from corl.data.rows import DataError
+    from corl.data.rows import row_ids as data_row_ids
 
     try:
         return data_row_ids(rows, source, id_field)

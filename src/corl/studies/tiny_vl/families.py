@@ -111,7 +111,7 @@ class VLFamilySpec:
 # uniform mixture and 800 steps, 2 of 6 probe seeds left a teacher right on under half of its type
 # greedily (LLaVA's sums 35-42%), and a held-out seed broke the study. Arithmetic three times as
 # often as reading after the read-only steps, and 1,000 steps, left none of the same 6 (teachers
-# 55-100%). Chosen on the validation split (benchmarks/vision_design_probe.py, docs/vision.md).
+# 55-100%). Chosen on the validation split (corl/studies/tiny_vl/probe.py, docs/vision.md).
 MIXTURE = {"read": 1.0, "plus": 3.0, "minus": 3.0}
 VL_FAMILIES: dict[str, VLFamilySpec] = {
     spec.name: spec
