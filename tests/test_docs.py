@@ -47,6 +47,38 @@ def test_the_config_reference_lists_every_key_with_its_description():
     assert "| `cohort.stop.rule` | `'none'` \\| `'plateau'` \\| `'collapse'` | `'none'` |" in page
 
 
+def undescribed_keys(page: str) -> list[str]:
+    """The keys of a generated config reference whose "what it does" cell is empty (or only its limits)."""
+    keys = []
+    for line in page.splitlines():
+        match = re.match(r"\| `([^`]+)` \| .* \| (.*) \|$", line)
+        if match and not re.sub(r"\((?:[≥>≤<]|length ≥) [^)]*\)$", "", match.group(2)).strip():
+            keys.append(match.group(1))
+    return keys
+
+
+def test_every_config_key_has_a_description():
+    from corl.config.reference import config_reference
+
+    assert undescribed_keys(config_reference()) == []
+
+
+def test_a_key_without_a_description_is_found():
+    from pydantic import BaseModel, Field
+
+    from corl.config.reference import _section
+
+    class Toy(BaseModel):
+        """A section."""
+
+        said: int = Field(1, description="It says.")
+        silent: int = Field(2, ge=0)
+
+    out: list[str] = []
+    _section(Toy, "toy", out, set())
+    assert undescribed_keys("\n".join(out)) == ["toy.silent"]
+
+
 def test_the_site_builds_with_strict_link_checking(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra (mkdocs-material) is part of .[test]")
     done = build_site(ROOT, tmp_path / "site")

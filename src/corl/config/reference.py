@@ -75,6 +75,14 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _description(field) -> str:
+    """A key's description; a section without one of its own is described by its model's docstring."""
+    if field.description:
+        return field.description
+    models = _models(field.annotation)
+    return (models[0].__doc__ or "").strip().split("\n\n")[0] if len(models) == 1 else ""
+
+
 def _section(model: type[BaseModel], path: str, out: list[str], seen: set) -> None:
     if model in seen:
         return
@@ -86,9 +94,7 @@ def _section(model: type[BaseModel], path: str, out: list[str], seen: set) -> No
     nested = []
     for name, field in model.model_fields.items():
         key = f"{path}.{name}" if path else name
-        out.append(
-            f"| `{key}` | {_type(field.annotation)} | {_default(field)} | {_cell(field.description or '')}{_limits(field)} |"
-        )
+        out.append(f"| `{key}` | {_type(field.annotation)} | {_default(field)} | {_cell(_description(field))}{_limits(field)} |")
         for sub in _models(field.annotation):
             is_list = typing.get_origin(field.annotation) is list
             nested.append((sub, f"{key}[]" if is_list else key))

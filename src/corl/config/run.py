@@ -46,7 +46,10 @@ class RunConfig(_Strict):
         description="Modules imported before anything is looked up by name: your own rollout engines, label sources, "
         "rewards or task kinds, registered when their module is imported.",
     )
-    output_dir: str = "runs/corl"
+    output_dir: str = Field(
+        "runs/corl",
+        description="The run folder: config.yaml, metrics.jsonl, checkpoints/, best/ (`corl train -o DIR` overrides it).",
+    )
     resume: Literal["never", "auto"] = Field(
         "never",
         description="auto: continue from the run directory's last checkpoint when it has one (torchrun --max-restarts "

@@ -15,7 +15,7 @@ class LoRAConfig(_Strict):
 
     r: int = Field(16, ge=1, description="Adapter rank.")
     alpha: float = Field(32.0, gt=0, description="The adapter update is scaled by alpha / r.")
-    dropout: float = Field(0.0, ge=0, lt=1)
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapters' input (peft's lora_dropout).")
     target_modules: list[str] | str = Field(
         "all-linear", description="Names of the modules to adapt, or 'all-linear' (every linear layer but the output head)."
     )
@@ -108,12 +108,14 @@ class WandbConfig(_Strict):
 
 
 class LoggingConfig(_Strict):
+    """What a run records and when: metrics sinks, validation and checkpoint cadence, best-checkpoint selection."""
+
     report_to: list[Literal["jsonl", "tensorboard", "wandb"]] | None = Field(
         None,
         description="Where metrics go besides metrics.jsonl (always written): tensorboard, wandb (see logging.wandb). "
         "None = jsonl, plus tensorboard when logging.tensorboard is true.",
     )
-    wandb: WandbConfig = WandbConfig()
+    wandb: WandbConfig = Field(WandbConfig(), description="The W&B run, when report_to names wandb.")
     eval_every: int = Field(0, ge=0, description="Validate every N steps (0 = only at the end, if data.val is set).")
     eval_on_start: bool = Field(
         False, description="Also validate before the first step (logged at step -1): curves start at the base model."

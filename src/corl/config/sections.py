@@ -42,7 +42,7 @@ class AgentConfig(_Strict):
     tokenizer: str | None = Field(None, description="Tokenizer id or path; defaults to the model's.")
     chat_template: bool = Field(False, description="Wrap prompts in the tokenizer's chat template.")
     lr: float = Field(1e-6, description="AdamW learning rate of this agent (0 < lr <= 1).")
-    weight_decay: float = Field(0.0, ge=0)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of this agent (decoupled, as torch.optim.AdamW).")
     prompt_field: str | None = Field(
         None,
         description="Dataset field this agent reads its prompt from (data decoupling, 'Different family+'); defaults to data.prompt_field.",
@@ -83,10 +83,14 @@ class DataConfig(_Strict):
     train: str = Field(min_length=1, description="Local JSONL/Parquet/CSV file or Hugging Face dataset name.")
     split: str = Field("train", description="Split name for Hugging Face datasets.")
     val: str | None = Field(None, description="Held-out file or dataset for periodic validation (needs answers).")
-    val_split: str = "test"
+    val_split: str = Field("test", description="Split name of data.val when it is a Hugging Face dataset.")
     val_size: int = Field(64, ge=1, description="Validation problems evaluated each time (first N rows).")
     max_rows: int | None = Field(None, ge=1, description="Use only the first N training rows.")
-    id_field: str = "id"
+    id_field: str = Field(
+        "id",
+        description="Column of a row's unique id: labels, other wordings (agents[].data) and answers are matched by it; "
+        "rows without it are numbered by their position.",
+    )
     prompt_field: str = Field(
         "problem", description="Column of the problem text (train; validation too unless val_prompt_field)."
     )
@@ -108,7 +112,11 @@ class DataConfig(_Strict):
         "vision-language agents see them before the text; text-only agents read the text alone.",
     )
     template: str = Field("{problem}\n{instruction}", description="Prompt text; placeholders {problem} and {instruction}.")
-    instruction: str = DEFAULT_INSTRUCTION
+    instruction: str = Field(
+        DEFAULT_INSTRUCTION,
+        description="The text put in the template's {instruction}: what to do with the problem (the default asks for "
+        "a \\boxed{} answer, which the math task extracts).",
+    )
     task: str = Field(
         "math", description="A registered task kind (corl.tasks): what a completion's answer is and how answers agree."
     )
@@ -254,11 +262,27 @@ class CohortConfig(_Strict):
         """V: samples per prompt and agent in the answers table (votes_per_prompt, else K)."""
         return self.votes_per_prompt if self.votes_per_prompt is not None else self.samples_per_prompt
 
-    prompts_per_step: int = Field(16, ge=1)
-    steps: int = Field(100, ge=1)
-    seed: int = 0
+    prompts_per_step: int = Field(
+        16, ge=1, description="B: prompts drawn per step, the same ids for every agent (each samples V completions of each)."
+    )
+    steps: int = Field(
+        100,
+        ge=1,
+        description="Training steps: each draws a batch, labels it, rewards every agent and updates each once. "
+        "It may be raised when a run is resumed (to train longer).",
+    )
+    seed: int = Field(
+        0,
+        description="Seed of the run: the batch order, label source 'random', validation sampling and every agent's "
+        "sampling where agents[].seed is unset.",
+    )
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the rollouts.")
-    top_p: float = Field(1.0, gt=0, le=1)
+    top_p: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Nucleus sampling: draw from the smallest set of tokens whose probabilities sum to top_p (1 = off).",
+    )
     max_new_tokens: int = Field(
         512, ge=1, description="Completion budget; a truncated completion has no answer (see truncated_answers)."
     )
@@ -379,7 +403,11 @@ class GRPOConfig(_Strict):
         "causal SDPA per sequence otherwise). Models it cannot pack (vision prompts, non-RoPE families) and false "
         "take padded micro-batches, each trimmed to its longest sequence.",
     )
-    max_grad_norm: float | None = Field(1.0, gt=0)
+    max_grad_norm: float | None = Field(
+        1.0,
+        gt=0,
+        description="Clip the gradient's global L2 norm to this before each optimizer step (TRL's default); null = no clipping.",
+    )
     importance_sampling: Literal["token_truncate", "token_mask", "sequence_mask", "off"] = Field(
         "token_truncate",
         description="Correction for a sampler with its own copy of the weights (vLLM): weight each token by "
