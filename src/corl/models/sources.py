@@ -1,7 +1,8 @@
 """Named model sources: `<prefix>:<name>` models that a plugin builds on first use.
 
 A model name is a Hugging Face id, a local folder, or `<prefix>:<name>` with a registered
-prefix (`tiny:` and `tiny-vl:` come with `corl.studies`, the embedded tiny families). A
+prefix: `gguf:` (a GGUF file, corl.models.gguf; a path ending in .gguf needs no prefix), and
+`tiny:` and `tiny-vl:`, which come with `corl.studies` (the embedded tiny families). A
 source says how to get the model folder, whether it is a vision-language model, and, for
 `corl plan`, its config and tokenizer without building its weights.
 """
@@ -40,8 +41,10 @@ def register_model_source(prefix: str, source: ModelSource) -> None:
 
 def split_model_name(model: str) -> tuple[ModelSource, str] | None:
     """(its source, the name after the prefix) for a `<prefix>:<name>` model of a registered
-    source; None for a hub id or a path (which never hold a registered prefix and a colon)."""
+    source, or for a path to a GGUF file (`gguf:` implied); None for a hub id or a folder."""
     prefix, colon, name = model.partition(":")
-    if not colon or prefix not in MODEL_SOURCES:
-        return None
-    return MODEL_SOURCES.get(prefix), name
+    if colon and prefix in MODEL_SOURCES:
+        return MODEL_SOURCES.get(prefix), name
+    if model.lower().endswith(".gguf"):
+        return MODEL_SOURCES.get("gguf"), model
+    return None
