@@ -10,16 +10,15 @@ answers that vote, disagree and earn mixed rewards, which is what the engine tes
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 # tiny:, tiny-vl: and vtiny: names in tests that call the library directly (the corl command
 # registers them itself; an installed corl through its `corl.plugins` entry point)
 import corl.studies.plugins  # noqa: F401
+from tests.helpers import format_sft
 
 
 @pytest.fixture(autouse=True)
@@ -28,21 +27,6 @@ def _wide_console(monkeypatch):
     pipes): one width for every test, wide enough that no message is folded inside a path a
     test looks for. Per test, so pytest's own progress lines keep the real terminal's width."""
     monkeypatch.setenv("COLUMNS", "400")
-
-
-def _format_sft(model, tokenizer, problems: list[str], steps: int = 60, seed: int = 0) -> None:
-    rng = random.Random(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(steps):
-        texts = [p + "\n" + "\\boxed{" + str(rng.randint(0, 3)) + "}" + tokenizer.eos_token for p in rng.sample(problems, 16)]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
-        loss = model(**enc, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +56,7 @@ def tiny_models(tmp_path_factory, tiny_data) -> dict[str, Path]:
         ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300)),
     ):
         model = build_random_model(arch, tok, hidden=64, layers=2, heads=4, ffn=128, seed=len(out))
-        _format_sft(model, tok, problems, seed=len(out))
+        format_sft(model, tok, problems, seed=len(out))
         model.save_pretrained(root / name)
         tok.save_pretrained(root / name)
         out[name] = root / name

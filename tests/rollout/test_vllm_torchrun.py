@@ -176,7 +176,7 @@ def vllm_models(tiny_data, tmp_path_factory) -> dict[str, Path]:
     """conftest's two families with 2 heads of 32: vLLM's CPU attention has no kernel for head_dim 16."""
     from corl.studies.tiny.families import build_random_model
     from corl.studies.tiny.tokenizers import bpe_tokenizer, char_tokenizer
-    from tests.helpers import _format_sft
+    from tests.helpers import format_sft
 
     problems = [json.loads(line)["problem"] for line in tiny_data["train"].read_text().splitlines()]
     corpus = [p + "\n\\boxed{" + str(i % 10) + "}" for i, p in enumerate(problems * 4)]
@@ -185,7 +185,7 @@ def vllm_models(tiny_data, tmp_path_factory) -> dict[str, Path]:
         (("llama-char", "llama", char_tokenizer()), ("qwen2-bpe", "qwen2", bpe_tokenizer(corpus, vocab_size=300)))
     ):
         model = build_random_model(arch, tok, hidden=64, layers=2, heads=2, ffn=128, seed=i)
-        _format_sft(model, tok, problems, seed=i)
+        format_sft(model, tok, problems, seed=i)
         model.save_pretrained(root / name)
         tok.save_pretrained(root / name)
     return {"llama-char": root / "llama-char", "qwen2-bpe": root / "qwen2-bpe"}
