@@ -24,6 +24,9 @@ The walls, and what holds each (bwrap and unshare alike):
   `_posixsubprocess.fork_exec` passes any), it is contained: every process it starts is
   in the run's PID namespace, under RLIMIT_NPROC (and a cgroup's pids.max where one can be
   made), and is killed when the run ends.
+- Other runs: concurrent runs share the host's read-only inodes; a syscall filter refuses
+  file locks, file-access notifications and key rings (corl.sandbox.seccomp), the calls
+  through which one run could signal another or the slot's next run.
 With `none` (no namespaces) the work folder is on the host's disk (only `file_mb` per file
 binds) and the program sees the host; hostfs still removes whatever it left.
 """

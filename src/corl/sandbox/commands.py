@@ -11,6 +11,7 @@ from typing import Protocol
 from corl.sandbox.bootstrap import BOOTSTRAP
 from corl.sandbox.limits import Limits, MiB, rlimits
 from corl.sandbox.nsinit import unshare_command
+from corl.sandbox.seccomp import program as seccomp_program
 from corl.sandbox.view import WORK, bwrap_args, host_view
 
 PROGRAM = "main.py"
@@ -53,6 +54,18 @@ def source_file(source: str):
     return f
 
 
+def filter_file(backend: str):
+    """bwrap's syscall filter (corl.sandbox.seccomp) as an unlinked file at offset 0; None for other backends or arches."""
+    data = seccomp_program() if backend == "bwrap" else None
+    if data is None:
+        return None
+    f = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it)
+    f.write(data)
+    f.flush()
+    f.seek(0)
+    return f
+
+
 def world_runnable(path: str) -> bool:
     """True when a uid with no special rights can reach and execute `path` on the host (every parent o+x)."""
     real = os.path.realpath(path)
@@ -87,12 +100,21 @@ class Launch(Protocol):
 
 
 def argv(
-    iso: Launch, layout: Layout, uid: int | None, limits: Limits | None, *, source_fd: int, record_fd: int, nproc_base: int = 0
+    iso: Launch,
+    layout: Layout,
+    uid: int | None,
+    limits: Limits | None,
+    *,
+    source_fd: int,
+    record_fd: int,
+    nproc_base: int = 0,
+    seccomp_fd: int = -1,
 ) -> list[str]:
     """The full argv. bwrap and none get their rlimits from the launcher's preexec; unshare's init sets them.
 
-    `source_fd` (the program, for bwrap and unshare) and `record_fd` (the bootstrap's record
-    pipe) must be passed to the child at the same numbers (Popen's pass_fds).
+    `source_fd` (the program, for bwrap and unshare), `record_fd` (the bootstrap's record
+    pipe) and `seccomp_fd` (bwrap's filter file, `filter_file`) must be passed to the child at
+    the same numbers (Popen's pass_fds). unshare carries the filter in its init's configuration.
     """
     limits = limits or Limits()
     disk = limits.disk_mb * MiB
@@ -100,7 +122,8 @@ def argv(
         namespaces = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
         view = bwrap_args(host_view(iso.python), disk, source_fd)
         boot = _boot(iso.python, -1 if uid is None else uid, record_fd, f"{WORK}/{PROGRAM}")
-        return [iso.launcher, *namespaces, *view, "--", *boot]
+        syscalls = ["--seccomp", str(seccomp_fd)] if seccomp_fd >= 0 else []
+        return [iso.launcher, *namespaces, *view, *syscalls, "--", *boot]
     if iso.backend == "unshare":
         return unshare_command(
             iso.launcher,
@@ -114,6 +137,7 @@ def argv(
             record_fd=record_fd,
             program=PROGRAM,
             boot=BOOTSTRAP,
+            seccomp=seccomp_program(),
         )
     # No namespaces: a shell in between, so the program's parent (getppid) is not this process.
     return ["/bin/sh", "-c", '"$@"; exit $?', "sh", *_boot(iso.python, -1, record_fd, os.path.join(layout.work, PROGRAM))]

@@ -24,6 +24,7 @@ root-owned directories.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from corl.sandbox import commands
 from corl.sandbox.cgroups import detect_cgroups
 from corl.sandbox.limits import Limits
+from corl.sandbox.seccomp import program as seccomp_program
 from corl.sandbox.view import host_view, reachable
 
 BACKENDS = ("bwrap", "unshare", "none")
@@ -75,6 +77,8 @@ class Isolation:
             else "memory bounded per process (the whole program: memory_mb x nproc)"
         )
         walls = "mount/PID/network namespaces, read-only minimal host view" if self.walls else "NO namespaces"
+        if self.walls and seccomp_program() is None:
+            walls += " (no syscall filter for this architecture: concurrent runs can signal through file locks)"
         return f"sandbox backend {self.backend}: {walls}; {memory}; per-run uid: {self.drops_uid}"
 
 
@@ -114,11 +118,17 @@ def _python_for(backend: str) -> str | None:
 
 def _probe(iso: Isolation) -> str | None:
     """Run `pass` through the backend; None when it works here, else why not."""
-    with tempfile.TemporaryDirectory(prefix="corl-probe-") as base, commands.source_file("pass") as source:
+    with contextlib.ExitStack() as stack:
+        base = stack.enter_context(tempfile.TemporaryDirectory(prefix="corl-probe-"))
+        source = stack.enter_context(commands.source_file("pass"))
+        filter_f = commands.filter_file(iso.backend)
+        seccomp_fd = stack.enter_context(filter_f).fileno() if filter_f is not None else -1
         uid = uid_for_slot(0) if iso.drops_uid else None
         layout = commands.Layout.make(base, "pass", uid, walled=iso.backend != "none")
         record_r, record_w = os.pipe()
-        argv = commands.argv(iso, layout, uid, Limits(disk_mb=1), source_fd=source.fileno(), record_fd=record_w)
+        argv = commands.argv(
+            iso, layout, uid, Limits(disk_mb=1), source_fd=source.fileno(), record_fd=record_w, seccomp_fd=seccomp_fd
+        )
         try:
             done = subprocess.run(
                 argv,
@@ -126,7 +136,7 @@ def _probe(iso: Isolation) -> str | None:
                 capture_output=True,
                 timeout=60,
                 env={"PATH": "/usr/bin:/bin"},
-                pass_fds=(record_w, source.fileno()),
+                pass_fds=tuple(fd for fd in (record_w, source.fileno(), seccomp_fd) if fd >= 0),
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{iso.launcher} failed to start: {e}"

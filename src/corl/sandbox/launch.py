@@ -170,7 +170,11 @@ def launch(
         with contextlib.ExitStack() as fds:
             source_f = fds.enter_context(commands.source_file(source)) if walled else None
             source_fd = source_f.fileno() if source_f is not None else -1
-            argv = commands.argv(iso, layout, uid, limits, source_fd=source_fd, record_fd=record_w, nproc_base=nproc_base)
+            filter_f = commands.filter_file(iso.backend)
+            seccomp_fd = fds.enter_context(filter_f).fileno() if filter_f is not None else -1
+            argv = commands.argv(
+                iso, layout, uid, limits, source_fd=source_fd, record_fd=record_w, nproc_base=nproc_base, seccomp_fd=seccomp_fd
+            )
             group = _group(iso, limits)
             start = time.monotonic()
             proc = subprocess.Popen(
@@ -180,7 +184,7 @@ def launch(
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
-                pass_fds=(record_w,) if source_fd < 0 else (record_w, source_fd),
+                pass_fds=tuple(fd for fd in (record_w, source_fd, seccomp_fd) if fd >= 0),
                 start_new_session=True,  # its own process group, so one killpg reaches every descendant
                 preexec_fn=_preexec(limits, uid, iso, nproc_base, group),
             )

@@ -5,7 +5,8 @@
 INIT runs as pid 1 of the new PID namespace, still privileged: it mounts the view of
 corl.sandbox.view on a tmpfs, pivots into it, then forks the program. Only the forked child
 gets the rlimits (RLIMIT_CPU on unshare or on pid 1 would hit the wrong process: pid 1
-ignores SIGXCPU, and unshare itself fails under it) and the unprivileged uid, then runs the
+ignores SIGXCPU, and unshare itself fails under it), the unprivileged uid and the syscall
+filter of corl.sandbox.seccomp (a failure to install it ends the run: no program runs without), then runs the
 bootstrap in the same interpreter (one interpreter start less per program). When the program
 ends, INIT exits with its status (128+n for a signal, as bwrap reports it), and the kernel
 kills whatever else is left in the namespace before unshare sees INIT's exit: so the launcher
@@ -127,8 +128,21 @@ def drop_privileges():
     if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
         fail("capset")
 
+def install_filter():
+    # corl.sandbox.seccomp's filter (no locks, no file notifications), after no_new_privs; it holds for every child.
+    data = bytes.fromhex(cfg["seccomp"])
+    if not data:
+        return
+    buf = ctypes.create_string_buffer(data, len(data))
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    prog = Prog(len(data) // 8, ctypes.addressof(buf))
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        fail("seccomp filter")
+
 def run_program():
     drop_privileges()
+    install_filter()
     sys.argv = ["-c", "-1", str(cfg["record_fd"]), cfg["program"]]
     try:
         exec(compile(boot, "<corl-bootstrap>", "exec"), {"__builtins__": __builtins__, "__name__": "__corl__"})
@@ -187,12 +201,14 @@ def unshare_command(
     record_fd: int,
     program: str,
     boot: str,
+    seccomp: bytes | None = None,
 ) -> list[str]:
     """The argv of one run: namespaces by unshare, then INIT with its configuration and the bootstrap source.
 
     `root` is an empty host folder to mount the view on (inside the run's mount namespace
     only), `source_fd` an inherited file holding the program, `record_fd` the pipe the
-    bootstrap reports an exception on, `rlimits` (resource, soft, hard) triples for the program alone.
+    bootstrap reports an exception on, `rlimits` (resource, soft, hard) triples for the program alone,
+    `seccomp` the program's syscall filter (corl.sandbox.seccomp; None: none).
     """
     cfg = {
         "root": root,
@@ -212,6 +228,7 @@ def unshare_command(
         "record_fd": record_fd,
         "program": program,
         "pivot_root": _PIVOT_ROOT.get(platform.machine(), 0),
+        "seccomp": (seccomp or b"").hex(),
     }
     args = [unshare, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child"]
     if uid is None and os.geteuid() != 0:
