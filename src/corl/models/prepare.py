@@ -1,5 +1,6 @@
-"""How a policy is held for training: gradient checkpointing, LoRA adapters, FSDP2 sharding,
-bf16; and how it is written back as a plain Hugging Face folder."""
+"""How a policy is held for training: its attention (`corl.models.attention`), gradient
+checkpointing, LoRA adapters, FSDP2 sharding, bf16; and how it is written back as a plain
+Hugging Face folder."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from pathlib import Path
 import torch
 
 from corl.config import ComputeConfig, LoRAConfig
+from corl.models.attention import use_training_attention
 
 
 def prepare_model(model, compute: ComputeConfig | None, dp):
-    """The trainable policy as configured: gradient checkpointing, LoRA adapters, then FSDP2
-    sharding over the agent's own dp ranks (or bf16 autocast, without FSDP)."""
+    """The trainable policy as configured: its training attention, gradient checkpointing, LoRA
+    adapters, then FSDP2 sharding over the agent's own dp ranks (or bf16 autocast, without FSDP)."""
     compute = compute or ComputeConfig()
+    use_training_attention(model, compute.bf16)
     if compute.gradient_checkpointing:
         # Non-reentrant: works with frozen inputs (LoRA) and with FSDP2. HF turns the KV cache
         # off only in training mode, so generation keeps it.
@@ -50,7 +53,8 @@ def disable_dropout(model) -> None:
 
 
 def prepare_frozen(model, compute: ComputeConfig | None):
-    """A frozen copy (KL reference, EMA teacher) computes in the policy's precision."""
+    """A frozen copy (KL reference, EMA teacher) computes in the policy's precision, with its attention."""
+    use_training_attention(model, compute is not None and compute.bf16)
     if compute is not None and compute.bf16:
         _autocast_bf16(model)
     return model
@@ -69,6 +73,7 @@ def prepare_reference(model, compute: ComputeConfig | None, dp):
     if not dp.fsdp:
         return prepare_frozen(model, compute)
     bf16 = compute is not None and compute.bf16
+    use_training_attention(model, bf16)
     if bf16:
         for parameter in model.parameters():  # tied weights are one parameter: cast once
             parameter.data = parameter.data.to(torch.bfloat16)

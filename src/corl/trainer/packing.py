@@ -7,13 +7,14 @@ micro-batch takes as many sequences, sorted by length, as the budget holds.
 
 Where the model allows it, a micro-batch then runs as ONE packed row without padding: every
 sequence's real tokens end to end, position ids restarting at 0 for each (TRL's
-`padding_free`, verl's `use_remove_padding`). Attention must not cross sequences:
+`padding_free`, verl's `use_remove_padding`). Attention must not cross sequences, in the
+forward nor in a checkpointed layer's recomputation during the backward; the model's own
+attention implementation (`corl.models.attention`, set when the model is prepared) sees to
+both from the call's `cu_seq_lens_*` kwargs:
 
-- a model loaded with flash attention gets transformers' own varlen path (it reads the
-  sequence boundaries from the position ids);
-- sdpa or eager (CPU) get `packed_sdpa` below, registered with transformers'
-  AttentionInterface: causal SDPA on each sequence's slice, so attention costs sum(L_i^2),
-  never the (sum L_i)^2 of a block-diagonal mask over the whole row.
+- `flash_attention_2` (CUDA, bf16, flash-attn installed): transformers' varlen kernel;
+- `corl_sdpa` (everywhere else): causal SDPA on each sequence's slice, so attention costs
+  sum(L_i^2), never the (sum L_i)^2 of a block-diagonal mask over the whole row.
 
 Models whose positions are not plain per-token ids (a vision prompt's M-RoPE), whose logits
 are not the plain head of the hidden states, or that the packed forward has not been checked
@@ -29,43 +30,14 @@ import contextlib
 import torch
 
 from corl.grpo import chunked_token_logprobs
+from corl.models.attention import PACKABLE_MODEL_TYPES, PACKED_FORWARD, PACKING_ATTENTION, TRAINING_SDPA
 from corl.rollout import Rollout
 from corl.trainer.logprobs import LOGIT_CHUNK_ELEMENTS, PLAIN_HEAD_MODEL_TYPES, _HeadInput
 
-# Decoder-only models whose layers take rotary positions from position_ids and call
-# transformers' AttentionInterface with the kwargs of the model's forward (checked here on
-# llama and qwen2; the others share their modeling code).
-PACKABLE_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mistral", "gemma", "olmo2"})
-PACKED_ATTENTION = "corl_packed_sdpa"
-
-
-def packed_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
-    """Causal SDPA within each packed sequence of a [1, heads, T, d] row (boundaries: `cu_seq_lens_q`).
-
-    Returns ([1, T, heads, d], None), as transformers' sdpa_attention_forward does."""
-    bounds = kwargs["cu_seq_lens_q"].tolist()  # [n + 1] offsets of the sequences in the row
-    sizes = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
-    groups = getattr(module, "num_key_value_groups", 1)
-    # split, not slices: a slice's backward writes into a zero tensor of the whole row (n of them
-    # per layer), split's is one concatenation
-    out = [
-        torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, dropout_p=dropout, scale=scaling, is_causal=True, enable_gqa=groups > 1
-        )
-        for q, k, v in zip(query.split(sizes, 2), key.split(sizes, 2), value.split(sizes, 2), strict=True)
-    ]
-    return torch.cat(out, dim=2).transpose(1, 2).contiguous(), None
-
-
-def _register() -> None:
-    from transformers import AttentionInterface
-
-    if PACKED_ATTENTION not in AttentionInterface._global_mapping:
-        AttentionInterface.register(PACKED_ATTENTION, packed_sdpa)
-
 
 def can_pack(model, rollout: Rollout) -> bool:
-    """Whether `packed_logprobs` handles this model and rollout (else: padded micro-batches)."""
+    """Whether `packed_logprobs` handles this model and rollout (else: padded micro-batches): a
+    packable model prepared with a packing attention (`corl.models.attention.use_training_attention`)."""
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     lm_head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -75,7 +47,7 @@ def can_pack(model, rollout: Rollout) -> bool:
         and lm_head is not None
         and model_type in PACKABLE_MODEL_TYPES
         and model_type in PLAIN_HEAD_MODEL_TYPES
-        and getattr(config, "_attn_implementation", None) in {"sdpa", "eager", "flash_attention_2", "flash_attention_3"}
+        and getattr(config, "_attn_implementation", None) in PACKING_ATTENTION
     )
 
 
@@ -151,15 +123,15 @@ def packed_inputs(rollout: Rollout, rows: torch.Tensor) -> tuple[dict, torch.Ten
 
 @contextlib.contextmanager
 def packed_attention(model):
-    """The model's attention switched to `packed_sdpa` for one forward (flash attention stays:
-    transformers packs it from the position ids itself)."""
+    """The packed forward's attention: `corl_sdpa` under its mask-less name (transformers then
+    builds no [T, T] mask), flash attention as it is. A checkpointed layer's recomputation,
+    after this context, calls `corl_sdpa` itself: the same function, taking the same path."""
     config = model.config
     current = config._attn_implementation
-    if current.startswith("flash_attention"):
+    if current != TRAINING_SDPA:
         yield
         return
-    _register()
-    config._attn_implementation = PACKED_ATTENTION
+    config._attn_implementation = PACKED_FORWARD
     try:
         yield
     finally:
