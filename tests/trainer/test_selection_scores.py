@@ -380,3 +380,21 @@ def test_selection_variants_rescores_recorded_points_by_validation_regret(tmp_pa
     assert "shipped (variety kept)       mean regret 20.00 points, over 5 on 1 runs" in out
     assert "no variety term              mean regret 0.00 points, over 5 on 0 runs" in out
     assert f"no variety term: {run} step 40 (0.0) where shipped chose step 20 (20.0)" in out
+
+
+def test_the_collapse_threshold_counts_a_share_equal_to_it():
+    """cohort.stop.collapse_share is a ">=" bar, for the point's flag and for the stop: one agent on
+    one answer on exactly 9 of 10 prompts (0.9) has collapsed; on 8 of 10 it has not."""
+
+    def observed(same: int) -> Selector:
+        sel = selector(None)
+        keys = [["0"] * same + [str(i) for i in range(1, 11 - same)], [str(10 + i) for i in range(10)]]
+        sel.observe(9, keys, [[[k, k] for k in agent] for agent in keys], accuracy=0.5)
+        return sel
+
+    at, below = observed(9), observed(8)
+    assert at.state["points"][0]["top_answer_share"] == 0.9 == at.cfg.cohort.stop.collapse_share
+    assert at.state["points"][0]["collapsed"] and "on 90% of the validation prompts" in at.stop_reason()
+    assert choose(at.state["points"], "label_free") is None and at.folders_at(10) == ["best-truth"]
+    assert not below.state["points"][0]["collapsed"] and below.stop_reason() is None
+    assert below.folders_at(10) == ["best", "best-truth"]

@@ -64,6 +64,11 @@ def test_label_free_selection_reads_no_answer(tmp_path, tiny_models, tiny_data):
         assert json.loads((run / "selection.json").read_text())["chosen"]["label_free"] is None
         assert not (run / "best").exists()
         assert "label_free chose no point" in done.stdout
+        # their first point already shows answers the score cannot read: the run says so, once
+        trust = json.loads((run / "selection.json").read_text())["label_free_trust"]
+        assert not trust["trusted"] and trust["measured_at"] == 1 and "chance_agreement" in trust["failed"]
+        assert done.stdout.count("corl: label-free selection cannot tell on this data (measured at step 1)") == 1
+        assert [r["select/trusted"] for r in read_metrics(run, "val")] == [0.0, 0.0, 0.0]
 
     truth = a["chosen"]["truth"]["checkpoint_step"]
     best = run_a / "best-truth"

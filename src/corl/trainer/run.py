@@ -295,7 +295,7 @@ class Run:
             for name in folders:
                 publish(self.run_dir, saved, name, record)
             write_selection(self.run_dir, record, list(record["folders"]))
-        if self.placement.is_main and (note := self.selector.unchosen()):
+        for note in self.selector.notes() if self.placement.is_main else ():
             print(f"corl: {note}")
         return reason is not None
 

@@ -74,6 +74,55 @@ def variety_kept(variety: Sequence[float], reference: Sequence[float] | None) ->
     return min(min(v / bar, 1.0) for v, r in zip(variety, reference, strict=True) if r > 0)
 
 
+def shared_alternatives(keys: Keys, samples: Samples) -> float | None:
+    """Share of prompts on which two agents or more give the same two answers or more (greedy or
+    sampled): there the agents' errors coincide with each other, and their agreement cannot say
+    which of the answers they share is the right one. None with one agent.
+
+    Co-RL's premise (error decoupling) is that two agents rarely give the same wrong answer; on a
+    math set their wrong answers scatter, so a prompt's answers shared by both agents are one: the
+    right one. A small answer space (multiple choice, yes/no) or a wrong answer both agents favour
+    puts a second shared answer on the prompt."""
+    if len(keys) < 2 or not keys[0]:
+        return None
+    tied = 0
+    for b in range(len(keys[0])):
+        holders: Counter[str] = Counter()
+        for n in range(len(keys)):
+            holders.update({keys[n][b], *(samples[n][b] if samples else ())} - {None})
+        tied += sum(count >= 2 for count in holders.values()) >= 2
+    return tied / len(keys[0])
+
+
+def confirmed_answers(keys: Keys, samples: Samples) -> list[str]:
+    """The answers a point most likely has right, read from the answers alone: with several agents
+    the greedy key of every prompt on which all of them give it; with one, its greedy keys that at
+    least half of its samples for that prompt repeat."""
+    if len(keys) > 1:
+        return [row[0] for row in zip(*keys, strict=True) if row[0] is not None and all(k == row[0] for k in row)]
+    return [
+        greedy
+        for greedy, group in zip(keys[0], samples[0] if samples else [[]] * len(keys[0]), strict=True)
+        if greedy is not None and group and 2 * sum(k == greedy for k in group) >= len(group)
+    ]
+
+
+def repeat_variety(answers: Sequence[str], least: int = 20) -> float | None:
+    """The effective number of values `answers` are drawn from, read from how often two of them are
+    equal: n(n-1) / sum_k c_k(c_k - 1), the inverse of the unbiased estimate of the chance that two
+    draws are equal (Simpson's index). None from fewer than `least` answers (too few to see a
+    repeat) or where no two are equal (no repeat seen: as many values as answers, or more).
+
+    Unlike `answer_variety` over the same answers, it does not grow with the number of prompts
+    when the values repeat: 40 right answers of a task whose answers take 10 values read as about
+    10, whatever else the agents answered."""
+    counts = Counter(answers)
+    n, pairs = len(answers), sum(c * (c - 1) for c in counts.values())
+    if n < least or not pairs:
+        return None
+    return n * (n - 1) / pairs
+
+
 def self_agreement(keys: Keys, samples: Samples) -> float | None:
     """Mean over agents and prompts of the share of the M samples whose key is the agent's
     greedy key for that prompt (0 where the greedy answer has none): how often an agent's own

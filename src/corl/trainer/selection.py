@@ -20,6 +20,11 @@ one point:
 Ties go to the later step. Only points after a training step are candidates (the one before
 step 0, logging.eval_on_start, is the base model: recorded, never chosen, and not the bar the
 plateau rule measures improvement against).
+Where the first point's answers show that label_free cannot tell on the run's data (a small answer
+space, errors the agents share, right answers that repeat a few values while the bases scatter:
+`corl.trainer.selection_trust`), its folder holds a stated fallback's point instead, and the run
+says so (selection.json's `label_free_trust`, `select/trusted`, the console). `choose` is the
+score's own pick, whatever the verdict.
 RUN/best/ (and RUN/best-<rule>/ for logging.select_also) is a checkpoint folder like those in
 RUN/checkpoints/, hard-linked from it and renamed into place; RUN/selection.json records every
 point, each rule's choice and why the run stopped early, if it did.
@@ -33,15 +38,19 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from corl.trainer import selection_trust
 from corl.trainer.scores import (
     answer_variety,
     chance_agreement,
+    confirmed_answers,
     greedy_agreement,
     label_free_score,
     majority_share,
     mean_reward_std,
+    repeat_variety,
     self_agreement,
     self_chance_agreement,
+    shared_alternatives,
     stability,
     top_answer_share,
     variety_kept,
@@ -61,6 +70,8 @@ def point_scores(
     several = len(keys) > 1
     variety = [answer_variety(agent) for agent in keys]
     reference = [max(column) for column in zip(variety, *earlier_variety, strict=True)]
+    bar = min((r for r in reference if r > 0), default=0.0)
+    confirmed = repeat_variety(confirmed_answers(keys, samples))
     scores = {
         "agreement": greedy_agreement(keys),
         "self_agreement": self_agreement(keys, samples) if samples else None,
@@ -71,6 +82,10 @@ def point_scores(
         "top_answer_share": top_answer_share(keys),
         "variety": variety,
         "variety_kept": variety_kept(variety, reference),
+        # what selection_trust reads on the first point: do the agents share wrong answers, do the right ones repeat
+        "shared_alternatives": shared_alternatives(keys, samples) if several else None,
+        "confirmed_variety": confirmed,
+        "kept_if_right": min(confirmed / bar, 1.0) if confirmed is not None and bar > 0 else None,
     }
     scores["label_free"] = label_free_score(scores)
     return scores
@@ -134,6 +149,7 @@ class Selector:
         self.rules = [r for r in dict.fromkeys([cfg.logging.select, *cfg.logging.select_also]) if r != "last"]
         self.active = bool(self.rules) or cfg.cohort.stop.rule != "none"
         self.state = loop_state.setdefault("selection", {"points": [], "recent": [], "previous": None, "stopped": None})
+        self._told = False
 
     @property
     def samples(self) -> int:
@@ -154,7 +170,17 @@ class Selector:
         self.state["points"].append(point | scores)
         self.state["previous"] = [list(k) for k in keys]
         self.state["recent"] = []
+        if self.state.get("trust") is None:  # the first point: before training drew the agents' answers together
+            self.state["trust"] = selection_trust.verdict(self.state["points"][0])
+        scores["trusted"] = float(self.state["trust"]["trusted"])
         return {f"select/{k}": float(v) for k, v in scores.items() if isinstance(v, (int, float))}
+
+    def choice(self, rule: str) -> Mapping | None:
+        """The point `rule` chooses; label_free where it cannot tell on this run: its fallback's point."""
+        trust = self.state.get("trust")
+        if rule == "label_free" and trust is not None and not trust["trusted"]:
+            return selection_trust.fallback_choice(self.state["points"], trust["fallback"])
+        return choose(self.state["points"], rule)
 
     def stop_reason(self) -> str | None:
         stop = self.cfg.cohort.stop
@@ -166,7 +192,7 @@ class Selector:
         """The best folders whose rule now chooses the point `done` steps in."""
         out = []
         for rule in self.rules:
-            chosen = choose(self.state["points"], rule)
+            chosen = self.choice(rule)
             if chosen is not None and chosen["done"] == done:
                 out.append(folder_name(rule, self.cfg.logging.select))
         return out
@@ -176,7 +202,7 @@ class Selector:
         if "label_free" not in self.rules:
             return None
         candidates = [p for p in self.state["points"] if p["candidate"]]
-        if not candidates or choose(candidates, "label_free") is not None:
+        if not candidates or self.choice("label_free") is not None:
             return None
         folder = folder_name("label_free", self.cfg.logging.select)
         return (
@@ -185,12 +211,27 @@ class Selector:
             f"RUN/{folder}/ is not written"
         )
 
+    def notes(self) -> list[str]:
+        """What the console has not been told yet about the label_free rule: that it cannot tell on
+        this run (once), that it chose no point."""
+        out = []
+        trust = self.state.get("trust")
+        if "label_free" in self.rules and trust is not None and not trust["trusted"] and not self._told:
+            self._told = True  # once per process (a resumed run says it again)
+            out.append(selection_trust.message(trust, folder_name("label_free", self.cfg.logging.select)))
+        if note := self.unchosen():
+            out.append(note)
+        return out
+
     def record(self) -> dict:
-        """RUN/selection.json: every point, each rule's chosen step, the stop."""
+        """RUN/selection.json: every point, each rule's chosen step, the stop, whether label_free can tell."""
         chosen = {}
+        trust = self.state.get("trust")
         for rule in ("last", "label_free", "truth"):
-            point = choose(self.state["points"], rule)
+            point = self.choice(rule)
             chosen[rule] = None if point is None else {"step": point["done"], "checkpoint_step": point["done"]}
+            if rule == "label_free" and point is not None and trust is not None and not trust["trusted"]:
+                chosen[rule]["fallback"] = trust["fallback"]
         # in the run's one numbering (metrics, checkpoints, messages): a point is named by the updates before it
         points = [{"step": p["done"], **{k: v for k, v in p.items() if k not in ("step", "done")}} for p in self.state["points"]]
         return {
@@ -198,6 +239,7 @@ class Selector:
             "folders": {folder_name(r, self.cfg.logging.select): r for r in self.rules},
             "chosen": chosen,
             "stopped": self.state["stopped"],
+            "label_free_trust": trust,
             "points": points,
         }
 
