@@ -81,7 +81,9 @@ def test_eval_code_mbpp_few_shot_json(tmp_path, random_models):
     entry = out["models"]["qwen2-bpe"]  # a model is named by its folder (the shortest tail that tells models apart)
     assert out["sources"] == {"qwen2-bpe": random_models["qwen2-bpe"]}
     # pass@1+: MBPP's shown asserts extended by tests the prompt does not show (corl.tasks.code.plus)
-    assert set(entry) == {"greedy", "pass@1", "pass@1+", "mean_length"} and 0 <= entry["pass@1+"] <= entry["pass@1"] <= 1
+    assert set(entry) == {"greedy", "pass@1", "pass@1+", "mean_length", "se", "ci95"}
+    assert 0 <= entry["pass@1+"] <= entry["pass@1"] <= 1
+    assert set(entry["se"]) == set(entry["ci95"]) == {"greedy", "pass@1", "pass@1+"}  # beside every figure
     assert [json.loads(line)["task_id"] for line in (tmp_path / "r.jsonl").read_text().splitlines()] == ["11", "12"]
 
 
@@ -163,3 +165,56 @@ def test_eval_suite_runs_the_named_suite_as_corl_suite_does(tmp_path, random_mod
 def test_eval_needs_data_or_a_suite(random_models):
     result = runner.invoke(app, ["eval", random_models["qwen2-bpe"]])
     assert result.exit_code == 2 and "--suite" in said(result)
+
+
+def _se(x: list[float]) -> float:
+    """sqrt(sum((x - mean)^2) / (n - 1) / n), written out."""
+    mean = sum(x) / len(x)
+    return (sum((v - mean) ** 2 for v in x) / (len(x) - 1) / len(x)) ** 0.5
+
+
+def test_eval_math_reports_standard_errors_and_intervals_beside_every_figure(tmp_path, random_models):
+    """Gold set to a first run's greedy answers on half the problems (an untrained model repeats a prompt's last
+    character: digits) and to its first sample's on the others: the second run (same seed, same completions) has
+    greedy accuracy 1/2 by construction, and every figure's se and interval follow from the records."""
+    models = [random_models["llama-char"], random_models["qwen2-bpe"]]
+    args = ["--k", "3", "--max-new-tokens", "16", "--seed", "1", "--template", "{problem}", "--extract", "flexible"]
+
+    def run(rows, name):
+        data = tmp_path / f"{name}.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        records = tmp_path / f"{name}-records.jsonl"
+        result = runner.invoke(app, ["eval", *models, "--data", str(data), *args, "--records", str(records), "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout), [json.loads(line) for line in records.read_text().splitlines()]
+
+    rows = [{"id": f"p{i}", "problem": f"{i}+{i}, {i}", "answer": "0"} for i in range(1, 9)]
+    _, first = run(rows, "first")
+    greedy = [r["greedy"]["answer"] for r in first if r["model"] == "llama-char"]
+    sampled = [r["samples"][0]["answer"] for r in first if r["model"] == "llama-char"]  # right in the second run
+    assert None not in greedy[:4] and not set(greedy[:4]) & set(sampled[4:]), (greedy, sampled)
+    gold = greedy[:4] + [a or "987654321" for a in sampled[4:]]
+    rows = [{**r, "answer": g} for r, g in zip(rows, gold)]
+    out, records = run(rows, "second")
+    entry = out["models"]["llama-char"]
+    p, n = 0.5, 8
+    assert 0 < entry["avg@3"] < entry["pass@3"]  # the figures differ: a list taken for another's would show
+    assert entry["greedy"] == p and entry["se"]["greedy"] == pytest.approx((p * (1 - p) / (n - 1)) ** 0.5)  # 0/1 scores
+    mine = [r for r in records if r["model"] == "llama-char"]
+    avg = [sum(s["correct"] for s in r["samples"]) / 3 for r in mine]
+    passed = [float(any(s["correct"] for s in r["samples"])) for r in mine]
+    assert entry["se"]["avg@3"] == pytest.approx(_se(avg)) and entry["se"]["pass@3"] == pytest.approx(_se(passed))
+    m = entry["maj@3"]
+    assert entry["se"]["maj@3"] == pytest.approx((m * (1 - m) / (n - 1)) ** 0.5)
+    for name in ("greedy", "avg@3", "maj@3", "pass@3"):
+        lo, hi = entry["ci95"][name]
+        assert lo == pytest.approx(max(0.0, entry[name] - 1.959964 * entry["se"][name]))
+        assert hi == pytest.approx(min(1.0, entry[name] + 1.959964 * entry["se"][name]))
+    pooled = out["pooled_maj@6"]
+    assert out["se"]["pooled_maj@6"] == pytest.approx((pooled * (1 - pooled) / (n - 1)) ** 0.5)
+    assert "lm-eval's stderr" in out["intervals"]
+    table = runner.invoke(app, ["eval", *models, "--data", str(tmp_path / "second.jsonl"), *args])
+    assert table.exit_code == 0, table.output
+    shown = " ".join(table.stdout.split())
+    greedy_cell = f"{entry['greedy']:.3f} ± {entry['se']['greedy']:.3f} [{entry['ci95']['greedy'][0]:.3f}, {entry['ci95']['greedy'][1]:.3f}]"
+    assert greedy_cell in shown and "pooled_maj@6 over all models: " + f"{pooled:.3f} ±" in shown

@@ -20,6 +20,12 @@ needs_data = pytest.mark.skipif(not (SHARED_DATA / "humaneval").is_dir(), reason
 # Two problems, three samples each. Row 1 (gold 4): 4, 4, 5 -> right, right, wrong: avg 2/3, majority 4 right, pass.
 # Row 2 (gold 2): 1, 1, 2 -> wrong, wrong, right: avg 1/3, majority 1 wrong, pass.
 # Overall: avg@3 = (2 + 1) / 6 = 0.5, maj@3 = 1 / 2 = 0.5, pass@3 = 2 / 2 = 1.0.
+# Standard errors over the two problems, sqrt(sum((x - mean)^2) / (n - 1) / n):
+#   avg@3: x = 2/3, 1/3: sqrt((1/36 + 1/36) / 1 / 2) = 1/6; 95%: 0.5 -/+ 1.95996 / 6 = [0.17334, 0.82666]
+#   maj@3: x = 1, 0: sqrt((1/4 + 1/4) / 2) = 1/2; 0.5 -/+ 0.98 clipped to [0, 1]
+#   pass@3: x = 1, 1: 0; [1, 1]
+SE = {"avg@3": 1 / 6, "maj@3": 0.5, "pass@3": 0.0}
+CI95 = {"avg@3": [0.5 - 1.959964 / 6, 0.5 + 1.959964 / 6], "maj@3": [0.0, 1.0], "pass@3": [1.0, 1.0]}
 ROWS = [
     {"id": "p1", "completions": ["so \\boxed{4}", "\\boxed{4}.", "it is \\boxed{5}"], "answer": "4"},
     {"id": "p2", "completions": ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}"], "answer": 2},
@@ -56,13 +62,19 @@ def test_math_verdicts_and_figures_by_hand_from_jsonl_csv_and_parquet(tmp_path):
         assert result.exit_code == 0, result.output
         out = json.loads(result.stdout)
         assert (out["task"], out["n"], out["k"], out["extract"]) == ("math", 2, 3, "strict")
-        assert out["models"] == {"s": {"avg@3": 0.5, "maj@3": 0.5, "pass@3": 1.0, "n": 2}}
+        entry = out["models"]["s"]
+        assert {m: entry[m] for m in ("avg@3", "maj@3", "pass@3", "n")} == {"avg@3": 0.5, "maj@3": 0.5, "pass@3": 1.0, "n": 2}
+        assert entry["se"] == pytest.approx(SE) and entry["ci95"] == {m: pytest.approx(v) for m, v in CI95.items()}
+        assert "lm-eval's stderr" in out["intervals"]
         rows = [json.loads(line) for line in records.read_text().splitlines()]
         assert [[s["answer"] for s in r["samples"]] for r in rows] == [["4", "4", "5"], ["1", "1", "2"]]
         assert [[s["correct"] for s in r["samples"]] for r in rows] == [[True, True, False], [False, False, True]]
         assert [(r["avg@3"], r["maj@3"], r["pass@3"]) for r in rows] == [(2 / 3, True, True), (1 / 3, False, True)]
     table = runner.invoke(app, ["grade", str(files[0])])
-    assert table.exit_code == 0 and "avg@3" in table.stdout and "0.500" in table.stdout
+    assert table.exit_code == 0 and "avg@3" in table.stdout
+    shown = " ".join(table.stdout.split())
+    assert "0.500 ± 0.167 [0.173, 0.827]" in shown and "0.500 ± 0.500 [0.000, 1.000]" in shown  # avg@3, maj@3
+    assert "1.000 ± 0.000 [1.000, 1.000]" in shown and "standard error [95% interval]" in shown  # pass@3
 
 
 def test_bad_rows_are_named_by_file_and_line(tmp_path):
@@ -84,6 +96,22 @@ def test_bad_rows_are_named_by_file_and_line(tmp_path):
     path = _jsonl(tmp_path / "n.jsonl", [{"completion": 3, "answer": "3"}])
     result = runner.invoke(app, ["grade", str(path)])
     assert result.exit_code == 2 and "line 1: 'completion' holds a value of type int, not a completion" in said(result)
+
+
+def test_a_corrupt_parquet_and_an_unclosed_csv_quote_are_one_line_naming_the_file(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame(ROWS).astype({"answer": str, "completions": str}).to_parquet(tmp_path / "s.parquet")
+    whole = (tmp_path / "s.parquet").read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(whole[: len(whole) // 2])  # a copy that stopped half way
+    (tmp_path / "q.csv").write_text('id,completion,answer\np1,\\boxed{4},4\np2,"so \\boxed{2},2\np3,x,3\n')
+    for name, expected in (
+        ("cut.parquet", f"dataset '{tmp_path / 'cut.parquet'}': not a readable Parquet file ("),
+        ("q.csv", f"dataset '{tmp_path / 'q.csv'}' line 3: malformed CSV quoting (unexpected end of data); close the quote"),
+    ):
+        result = runner.invoke(app, ["grade", str(tmp_path / name)])
+        assert result.exit_code == 2, result.output  # an uncaught pyarrow error would be exit 1 and a traceback
+        assert expected in said(result) and "field 'answer' is missing" not in said(result)
 
 
 @pytest.mark.slow
@@ -172,7 +200,11 @@ def test_whole_programs_with_their_tests_in_the_row(tmp_path):
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["models"]["programs"] == {"pass@1": pytest.approx(0.75), "pass@2": 1.0, "n": 2}  # (1 + 1/2) / 2; both pass@2
+    entry = out["models"]["programs"]
+    assert {m: entry[m] for m in ("pass@1", "pass@2", "n")} == {"pass@1": 0.75, "pass@2": 1.0, "n": 2}  # (1 + 1/2) / 2
+    # per problem pass@1 = 1, 1/2: se = sqrt((1/16 + 1/16) / 1 / 2) = 1/4; 0.75 -/+ 1.96 / 4 = [0.26, 1.24 -> 1]
+    assert entry["se"] == {"pass@1": 0.25, "pass@2": 0.0}
+    assert entry["ci95"] == {"pass@1": [pytest.approx(0.75 - 1.959964 / 4), 1.0], "pass@2": [1.0, 1.0]}
     lines = [json.loads(line) for line in records.read_text().splitlines()]
     assert [[s["passed"] for s in r["samples"]] for r in lines] == [[True, True], [True, False]]
     assert lines[1]["samples"][1]["status"] != "ok" and lines[1]["samples"][1]["error"]

@@ -201,7 +201,17 @@ def _evaluate_math(
     from rich.progress import Progress
 
     from corl.data.rows import IMAGES_INPUT, OPTIONS_INPUT, DataError, PromptTemplate, build_problems, load_rows
-    from corl.evaluation.evaluate import accuracy_by_group, extract_all, grade, majority_correct, pooled, score
+    from corl.evaluation.evaluate import (
+        INTERVALS,
+        accuracy_by_group,
+        extract_all,
+        grade,
+        majority_correct,
+        pooled,
+        problem_scores,
+        score,
+        spread,
+    )
 
     try:
         rows = load_rows(data, split)[:n]
@@ -214,7 +224,7 @@ def _evaluate_math(
     gold = [gold_by_id[p.id] for p in problems]
     options = [p.inputs.get(OPTIONS_INPUT) for p in problems]  # multiple choice: the answer is the picked letter
     results: dict = {"data": data, "task": "math", "extract": extract, "n": len(problems), "k": k, "temperature": temperature}
-    results["models"] = {}
+    results["intervals"], results["models"] = INTERVALS, {}
     per_problem: list[dict] = []
     all_sampled = []
     with Progress(console=err, transient=True) as bar:
@@ -227,14 +237,18 @@ def _evaluate_math(
             )
             greedy, sampled = extract_all(greedy_texts, extract, options), extract_all(texts, extract, options)
             all_sampled.append(sampled)
-            s = score(sampled, gold)
-            entry = {"greedy": score(greedy, gold).accuracy, **s.as_dict(), "mean_length": sum(lengths) / len(lengths)}
+            greedy_ok, sampled_ok = grade(greedy, gold), grade(sampled, gold)
+            figures = {"greedy": score(greedy, gold).accuracy, **score(sampled, gold).as_dict()}
+            by_problem = {
+                "greedy": [float(c[0]) for c in greedy_ok],
+                **problem_scores(sampled_ok, majority_correct(sampled, gold)),
+            }
+            entry = {**figures, "mean_length": sum(lengths) / len(lengths), **spread(figures, by_problem)}
             if group_by:
                 groups = [str(r.get(group_by)) for r in rows]
                 entry["greedy_by_" + group_by] = accuracy_by_group([c[0] for c in grade(greedy, gold)], groups)
                 entry[f"maj@{k}_by_" + group_by] = accuracy_by_group(majority_correct(sampled, gold), groups)
             results["models"][name] = entry
-            greedy_ok, sampled_ok = grade(greedy, gold), grade(sampled, gold)
             for i, p in enumerate(problems):
                 per_problem.append(
                     {
@@ -248,7 +262,9 @@ def _evaluate_math(
                     }
                 )
     if len(models) > 1:
-        results[f"pooled_maj@{k * len(models)}"] = sum(majority_correct(pooled(all_sampled), gold)) / len(gold)
+        right = [float(c) for c in majority_correct(pooled(all_sampled), gold)]
+        figure = {f"pooled_maj@{k * len(models)}": sum(right) / len(right)}
+        results.update(figure | spread(figure, dict.fromkeys(figure, right)))
     return results, per_problem
 
 
@@ -307,12 +323,13 @@ def _evaluate_code(
     from rich.progress import Progress
 
     from corl.evaluation.code_eval import evaluate as run_tests_on
+    from corl.evaluation.evaluate import INTERVALS, spread
     from corl.tasks.code.execute import close
 
     rows, style, few = _code_rows(data, split, n, style, chat, shots, err)
     ks = sorted({1, k})
     results: dict = {"data": data, "task": "code", "style": style, "n": len(rows), "k": k, "temperature": temperature}
-    results["models"] = {}
+    results["intervals"], results["models"] = INTERVALS, {}
     per_problem: list[dict] = []
     try:
         with Progress(console=err, transient=True) as bar:
@@ -328,12 +345,14 @@ def _evaluate_code(
                 )
                 greedy = run_tests_on(rows, greedy_texts, style, ks=(1,))
                 sampled = run_tests_on(rows, texts, style, ks=ks, plus=True)  # MBPP rows: pass@k+ too (corl.tasks.code.plus)
-                results["models"][name] = {
+                figures = {
                     "greedy": greedy.pass_at[1],
                     **{f"pass@{j}": sampled.pass_at[j] for j in ks},
                     **{f"pass@{j}+": sampled.pass_plus[j] for j in ks if j in sampled.pass_plus},
-                    "mean_length": sum(lengths) / len(lengths),
                 }
+                by_problem = {"greedy": [e["pass@1"] for e in greedy.per_problem]}
+                by_problem |= {m: [e[m] for e in sampled.per_problem] for m in figures if m != "greedy"}
+                results["models"][name] = figures | {"mean_length": sum(lengths) / len(lengths)} | spread(figures, by_problem)
                 per_problem.extend(_code_records(name, style, rows, greedy_texts, greedy, texts, sampled, k))
     finally:
         close()  # the sandbox pool's workers
@@ -363,22 +382,23 @@ def _code_records(name, style, rows, greedy_texts, greedy, texts, sampled, k) ->
 def _print_table(results: dict, task: str, k: int) -> None:
     from rich.table import Table
 
+    from corl.cli.grade import INTERVAL_NOTE, cell
     from corl.cli.output import console as make_console
 
     title = f"{results['data']} ({results['n']} problems, k={k}, T={results['temperature']}"
     title += f", {results['style']})" if task == "code" else f", extract={results['extract']})"
-    table = Table(title=title)
+    table = Table(title=title, caption=INTERVAL_NOTE)
     metrics = ["greedy", "pass@1", f"pass@{k}"] if task == "code" else ["greedy", f"avg@{k}", f"maj@{k}", f"pass@{k}"]
     metrics = list(dict.fromkeys(metrics))  # k = 1: pass@1 once
     for col in ("model", *metrics, "mean length"):
         table.add_column(col)
     for name, e in results["models"].items():
-        table.add_row(name, *(f"{e[m]:.3f}" for m in metrics), f"{e['mean_length']:.1f}")
+        table.add_row(name, *(cell(e, m) for m in metrics), f"{e['mean_length']:.1f}")
     out = make_console()
     out.print(table)
-    for key, value in results.items():
+    for key in results:
         if key.startswith("pooled_"):
-            out.print(f"{key} over all models: {value:.3f}")
+            out.print(f"{key} over all models: {cell(results, key)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,11 +8,16 @@
     corl grade samples_gsm8k_2026-12-05.jsonl --format lm-eval           # lm-eval --log_samples
     corl grade dump.jsonl --completion-field outputs.*.text              # any JSON shape, by a dotted path
 
+    corl grade results.jsonl --answers ../shared/data/math500/test.jsonl   # vllm run-batch: format told from the keys
+    corl grade OUTPUT_DIR/completions --answers train.jsonl                # TRL's completion logs, graded per step
+
 Math rows: a completion (or a list of samples) and a gold answer -> each sample's extracted
-answer and verdict, avg@k / maj@k / pass@k. Rows that share a problem id (or a prompt) are one
-problem's samples (`corl.evaluation.grade_formats`); `--format` reads OpenAI, Batch API, vLLM, lm-eval and
-TRL files as those tools write them. Code rows: completions or programs and tests ->
-sandbox results, pass@1 / pass@k. Same records (`--records`) and summary (`--json`) as `corl eval`.
+answer and verdict, avg@k / maj@k / pass@k, each with its standard error and 95% interval.
+The format of OpenAI, Batch API, vLLM, lm-eval and TRL files is told from their keys (or given:
+`--format`) and said; rows that share a problem id, an id with a sample suffix, a prompt, or K
+consecutive rows are one problem's samples (`corl.evaluation.grade_run`). Code rows:
+completions or programs and tests -> sandbox results, pass@1 / pass@k. Same records
+(`--records`) and summary (`--json`) as `corl eval`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,11 @@ CODE_STYLES = ("humaneval", "humaneval_instruct", "mbpp", "mbpp_instruct")
 
 
 def grade_command(
-    file: str = typer.Argument(..., help="JSONL / JSON / Parquet / CSV file of completions (or a Hugging Face dataset)."),
+    file: str = typer.Argument(
+        ...,
+        help="JSONL / JSON / Parquet / CSV file of completions, a W&B table (*.table.json), a folder of such files "
+        "(TRL's OUTPUT_DIR/completions), or a Hugging Face dataset.",
+    ),
     task: str = typer.Option("math", "--task", help="math (final answers vs gold) or code (programs run against tests)."),
     completion_field: str | None = typer.Option(
         None,
@@ -37,7 +46,8 @@ def grade_command(
     fmt: str | None = typer.Option(
         None,
         "--format",
-        help="The generator's file format: openai, openai-batch, vllm, lm-eval, trl (sets the completion path, id and gold).",
+        help="The generator's file format: openai, openai-batch, vllm, lm-eval, trl (sets the completion path, id and "
+        "gold; default: told from the rows' keys, and said).",
     ),
     answers: str | None = typer.Option(
         None, "--answers", help="math: file of the gold answers, joined on the problem id (or by line order without ids)."
@@ -52,6 +62,13 @@ def grade_command(
         "--id-field",
         help="Field of the problem id (default: id, task_id; rows sharing it are one problem's samples; "
         "--tests and --answers join on it).",
+    ),
+    samples_per_problem: int | None = typer.Option(
+        None,
+        "--samples-per-problem",
+        min=1,
+        help="Rows with no id or prompt: each K consecutive rows are one problem's samples (default with --answers: "
+        "rows / problems).",
     ),
     model_field: str | None = typer.Option(
         None, "--model-field", help="Field naming the generator of each row (default: model, when present)."
@@ -73,13 +90,15 @@ def grade_command(
 
     from corl.cli.output import console as make_console
     from corl.evaluation.grade import GradeError
+    from corl.evaluation.grade_run import GradeOptions, grade_file
 
     err = make_console(stderr=True)
+    options = GradeOptions(
+        file, task, completion_field, program_field, answer_field, options_field, id_field, model_field, name, extract,
+        tests, style, k, fmt, answers, samples_per_problem,
+    )  # fmt: skip
     try:
-        results, per_row = _grade(
-            file, task, completion_field, program_field, answer_field, options_field, id_field, model_field, name, extract,
-            tests, style, k, fmt, answers, lambda note: err.print(f"[yellow]note:[/yellow] {escape(note)}"),
-        )  # fmt: skip
+        results, per_row = grade_file(options, lambda note: err.print(f"[yellow]note:[/yellow] {escape(note)}"))
     except GradeError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
@@ -93,107 +112,15 @@ def grade_command(
         _print_table(results)
 
 
-def _grade(
-    file,
-    task,
-    completion_field,
-    program_field,
-    answer_field,
-    options_field,
-    id_field,
-    model_field,
-    name,
-    extract,
-    tests,
-    style,
-    k,
-    fmt=None,
-    answers=None,
-    warn=print,
-):
-    from corl.answers import EXTRACTION_MODES
-    from corl.evaluation.grade import (
-        ANSWER_FIELDS,
-        COMPLETION_FIELDS,
-        ID_FIELDS,
-        GradeError,
-        attach_tests,
-        code_kind,
-        grade_code,
-        read_rows,
-    )
-    from corl.evaluation.grade_formats import PRESETS, PROMPT_FIELDS, Preset, check_same_gold, gather, pick_path
-
-    if task not in ("math", "code"):
-        raise GradeError(f"--task must be math or code, got {task!r}")
-    if style is not None and style not in CODE_STYLES:
-        raise GradeError(f"--style must be one of {', '.join(CODE_STYLES)}, got {style!r}")
-    if fmt is not None and fmt not in PRESETS:
-        raise GradeError(f"--format must be one of {', '.join(PRESETS)}, got {fmt!r}")
-    if answers is not None and task != "math":
-        raise GradeError("--answers is for math (code problems bring their tests: --tests)")
-    preset = PRESETS[fmt] if fmt else Preset((), None)
-    rows = read_rows(file)
-    first = rows.rows[0]
-    model_field = model_field or ("model" if "model" in first else None)
-    if program_field is not None:
-        path = program_field
-    elif completion_field is not None:
-        path = completion_field
-    elif fmt is not None:
-        path = pick_path(rows, preset)
-    else:
-        path = _first_field(rows, COMPLETION_FIELDS, None, "--completion-field")
-    candidates = ("task_id", *ID_FIELDS) if task == "code" else ID_FIELDS
-    ids = id_field or preset.id_field or (None if fmt else next((f for f in candidates if f in first), None))
-    key = ids or next((f for f in PROMPT_FIELDS if f in first and task == "math"), None)
-    if task == "math" and answers is None:  # rows of one problem must agree on its gold before they are merged
-        check_same_gold(rows, key, _first_field(rows, ANSWER_FIELDS, answer_field or preset.answer_field, "--answer-field"))
-    rows, note = gather(rows, path, key, model_field, preset.one_filter)
-    if note:
-        warn(note)
-    groups = _groups(rows, model_field, name or Path(file).stem)
-    if task == "math":
-        if extract not in EXTRACTION_MODES:
-            raise GradeError(f"--extract must be one of {', '.join(EXTRACTION_MODES)}, got {extract!r}")
-        return _grade_math(rows, path, groups, ids, answer_field or preset.answer_field, answers, extract, options_field, fmt)
-    problems = attach_tests(rows, read_rows(tests) if tests else None, ids or "task_id")
-    kind = code_kind(problems)
-    if style is not None and not style.startswith(kind):
-        raise GradeError(f"--style {style} does not fit the problems: they are {kind} rows")
-    if program_field is not None:
-        return grade_code(rows, problems, path, groups, kind, k, programs=True)
-    return grade_code(rows, problems, path, groups, style or kind, k)
+INTERVAL_NOTE = "value ± standard error [95% interval]: over problems, a problem's k samples one cluster (docs/evaluation.md)"
 
 
-def _first_field(rows, candidates, given, option) -> str:
-    from corl.evaluation.grade import pick_field
-
-    what = "completion" if option == "--completion-field" else "gold answer"
-    return pick_field(rows, given, candidates, option, what)
-
-
-def _groups(rows, model_field, name):
-    from corl.evaluation.grade import group_by_model
-
-    return group_by_model(rows, model_field, name)
-
-
-def _grade_math(rows, path, groups, ids, answer_field, answers, extract, options_field, fmt):
-    from corl.evaluation.grade import ANSWER_FIELDS, ID_FIELDS, grade_math, pick_field, read_rows
-    from corl.evaluation.grade_formats import gsm8k_target, join_answers
-
-    if answers is not None:
-        gold_rows = read_rows(answers)
-        field = pick_field(gold_rows, answer_field, ANSWER_FIELDS, "--answer-field", "gold answer")
-        answer_id = next((f for f in (ids, *ID_FIELDS) if f and f in gold_rows.rows[0]), None)
-        rows = join_answers(rows, gold_rows, ids, field, answer_id)
-    else:
-        field = pick_field(rows, answer_field, ANSWER_FIELDS, "--answer-field", "gold answer")
-    if fmt == "lm-eval":
-        rows.rows = [{**r, field: gsm8k_target(str(r[field]))} if r.get(field) is not None else r for r in rows.rows]
-    first = rows.rows[0]
-    return grade_math(rows, path, field, ids, groups, extract, options_field if options_field in first else None)
+def cell(entry: dict, name: str) -> str:
+    """A figure with its standard error and 95% interval, as a table shows it."""
+    se, ci = entry.get("se", {}).get(name), entry.get("ci95", {}).get(name)
+    if se is None or ci is None:
+        return f"{entry[name]:.3f}"
+    return f"{entry[name]:.3f} ± {se:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def _print_table(results: dict) -> None:
@@ -203,18 +130,18 @@ def _print_table(results: dict) -> None:
 
     k = results["k"]
     extra = results["style"] if results["task"] == "code" else f"extract={results['extract']}"
-    table = Table(title=f"{results['data']} ({results['n']} problems, k={k}, {extra})")
+    table = Table(title=f"{results['data']} ({results['n']} problems, k={k}, {extra})", caption=INTERVAL_NOTE)
     metrics = ["pass@1", f"pass@{k}"] if results["task"] == "code" else [f"avg@{k}", f"maj@{k}", f"pass@{k}"]
     metrics = list(dict.fromkeys(metrics))
     for column in ("model", "problems", *metrics):
         table.add_column(column)
     for model, entry in results["models"].items():
-        table.add_row(model, str(entry["n"]), *(f"{entry[m]:.3f}" for m in metrics))
+        table.add_row(model, str(entry["n"]), *(cell(entry, m) for m in metrics))
     out = make_console()
     out.print(table)
-    for key, value in results.items():
+    for key in results:
         if key.startswith("pooled_"):
-            out.print(f"{key} over all models: {value:.3f}")
+            out.print(f"{key} over all models: {cell(results, key)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -128,13 +128,53 @@ def _read_local(path: Path) -> list[dict]:
             raise DataError(f"dataset '{path}': expected a JSON list of objects")
         return data
     if suffix == ".csv":
-        text = _utf8(path.read_bytes(), path)
-        return [dict(r) for r in csv.DictReader(io.StringIO(text, newline=""))]
+        return _read_csv(path)
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
+        return _read_parquet(path)
     raise DataError(f"dataset '{path}': unsupported file type {suffix!r} (use one of {', '.join(LOCAL_SUFFIXES)})")
+
+
+def _read_csv(path: Path) -> list[dict]:
+    """A CSV's rows, as csv.DictReader reads them; malformed quoting (a quote never closed swallows every
+    line after it) is an error naming the line its record starts on."""
+    reader = csv.reader(io.StringIO(_utf8(path.read_bytes(), path), newline=""), strict=True)
+    rows: list[dict] = []
+    header, start = None, 1
+    try:
+        while True:
+            start = reader.line_num + 1
+            record = next(reader)
+            if not record:  # a blank line
+                continue
+            if header is None:
+                header = record
+                continue
+            row = dict(zip(header, record))
+            if len(record) > len(header):
+                row[None] = record[len(header) :]
+            row.update(dict.fromkeys(header[len(record) :]))
+            rows.append(row)
+    except StopIteration:
+        return rows
+    except csv.Error as err:
+        raise DataError(
+            f"dataset '{path}' line {start}: malformed CSV quoting ({err}); close the quote that opens a field, "
+            'and write a quote inside a quoted field as two ("")'
+        ) from None
+
+
+def _read_parquet(path: Path) -> list[dict]:
+    """A Parquet file's rows; a damaged or truncated file is one line naming it, not pyarrow's traceback."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(
+            f"dataset '{path}': not a readable Parquet file ({why}); write it again (e.g. DataFrame.to_parquet)"
+        ) from None
 
 
 @dataclass(frozen=True)

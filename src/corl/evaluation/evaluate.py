@@ -7,8 +7,10 @@ k samples of *every* model (a cohort used as an ensemble).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import torch
 
@@ -110,6 +112,52 @@ def score(answers: Answers, gold: Sequence[str]) -> Scores:
 def pooled(answer_sets: Sequence[Answers]) -> Answers:
     """Concatenate several models' samples per prompt, for a pooled vote."""
     return [sum((list(s[b]) for s in answer_sets), []) for b in range(len(answer_sets[0]))]
+
+
+# -- uncertainty: every accuracy is a mean over problems, reported with its standard error and 95% interval ----------
+
+Z95 = NormalDist().inv_cdf(0.975)  # 1.95996...
+INTERVALS = (
+    "se: the sample SD (n - 1) of the per-problem scores / sqrt(n), a problem's k samples one cluster "
+    "(lm-eval's stderr when k = 1); ci95: value -/+ 1.96 se, clipped to [0, 1]"
+)
+
+
+def standard_error(scores: Sequence[float]) -> float | None:
+    """The standard error of a mean over problems, from [n] per-problem scores (None below two problems).
+
+    A problem's score is the mean of its k samples (0/1 for maj@k and pass@k): the samples of one
+    problem are correlated, so they count as one observation, which is the clustered standard error
+    with problems as clusters (E. Miller, "Adding Error Bars to Evals", 2024). With k = 1 it is
+    lm-evaluation-harness's `mean_stderr`: sqrt(sum((x - mean)^2) / (n - 1)) / sqrt(n)."""
+    n = len(scores)
+    if n < 2:
+        return None
+    mean = math.fsum(scores) / n
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / (n - 1) / n)
+
+
+def interval95(value: float, se: float | None) -> list[float] | None:
+    """The normal 95% interval value -/+ 1.96 se, clipped to [0, 1] (every figure here is a share)."""
+    if se is None:
+        return None
+    return [max(0.0, value - Z95 * se), min(1.0, value + Z95 * se)]
+
+
+def problem_scores(correct: Sequence[Sequence[bool]], majority: Sequence[bool]) -> dict[str, list[float]]:
+    """[B][K] verdicts and [B] majority verdicts -> each problem's avg@k, maj@k and pass@k, keyed as `Scores.as_dict`."""
+    k = len(correct[0]) if correct else 0
+    return {
+        f"avg@{k}": [sum(c) / k for c in correct],
+        f"maj@{k}": [float(m) for m in majority],
+        f"pass@{k}": [float(any(c)) for c in correct],
+    }
+
+
+def spread(figures: Mapping[str, float], per_problem: Mapping[str, Sequence[float]]) -> dict[str, dict]:
+    """{"se": {name: se}, "ci95": {name: [lo, hi]}} of each figure from its [n] per-problem scores."""
+    se = {name: standard_error(per_problem[name]) for name in figures}
+    return {"se": se, "ci95": {name: interval95(value, se[name]) for name, value in figures.items()}}
 
 
 def accuracy_by_group(correct: Sequence[float], groups: Sequence[str]) -> dict[str, float]:

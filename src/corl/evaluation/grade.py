@@ -16,14 +16,9 @@ A row that lacks what is needed is an error naming its file and line and the opt
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-from corl.data.rows import DataError, load_rows
 
 COMPLETION_FIELDS = ("completions", "completion", "samples", "responses", "response", "outputs", "output")
 ANSWER_FIELDS = ("answer", "gold")
@@ -41,38 +36,8 @@ class Rows:
     source: str
     rows: list[dict]
     where: list[str]
-    samples: list[list[str]] | None = None  # each row's samples, once `corl.evaluation.grade_formats.gather` has read them
-
-
-def read_rows(source: str) -> Rows:
-    """Rows of a JSONL / JSON / Parquet / CSV file (or a Hugging Face dataset), with their lines."""
-    try:
-        rows = load_rows(source)
-    except DataError as err:
-        raise GradeError(str(err)) from None
-    if not rows:
-        raise GradeError(f"{source}: no rows")
-    path = Path(source).expanduser()
-    if path.suffix.lower() == ".jsonl":
-        lines = [i for i, line in enumerate(path.read_bytes().split(b"\n"), 1) if line.strip()]
-        where = [f"{source} line {n}" for n in lines]
-    elif path.suffix.lower() == ".csv":
-        where = [f"{source} line {n}" for n in _csv_lines(path)]
-    else:
-        where = [f"{source} row {i}" for i in range(len(rows))]
-    return Rows(source, rows, where)
-
-
-def _csv_lines(path: Path) -> list[int]:
-    """The line each CSV record starts on (a quoted field may span lines; blank lines are no records)."""
-    reader = csv.reader(io.StringIO(path.read_text(encoding="utf-8"), newline=""))
-    next(reader, None)  # the header
-    starts, end = [], reader.line_num
-    for record in reader:
-        if record:
-            starts.append(end + 1)
-        end = reader.line_num
-    return starts
+    samples: list[list[str]] | None = None  # each row's samples, once `corl.evaluation.grade_groups.gather` has read them
+    keys: list[str] | None = None  # each problem's id (or prompt) after grouping: records and joins use it
 
 
 def pick_field(rows: Rows, given: str | None, candidates: Sequence[str], option: str, what: str) -> str:
@@ -98,12 +63,17 @@ def field_value(rows: Rows, i: int, name: str, option: str, empty_ok: bool = Tru
     return value
 
 
+def is_csv(where: str) -> bool:
+    """A row read from a CSV file (its cells are text: a list of samples there is written as JSON)."""
+    return where.lower().rsplit(" line ", 1)[0].endswith(".csv")
+
+
 def samples_of(rows: Rows, i: int, name: str, option: str) -> list[str]:
     """A row's completions: a text, a list of texts, or {"completion": text} objects (corl eval's records)."""
     if rows.samples is not None:
         return rows.samples[i]
     value = field_value(rows, i, name, option)
-    if isinstance(value, str) and rows.source.lower().endswith(".csv") and value.lstrip().startswith("["):
+    if isinstance(value, str) and is_csv(rows.where[i]) and value.lstrip().startswith("["):
         with contextlib.suppress(ValueError):  # a CSV cell holds a list of samples as JSON
             value = json.loads(value)
     items = value if isinstance(value, (list, tuple)) else [value]
@@ -127,6 +97,9 @@ def group_by_model(rows: Rows, model_field: str | None, name: str) -> dict[str, 
 
 
 def row_ids(rows: Rows, id_field: str | None) -> list[str]:
+    """Each problem's id: the id field's value, else its group's key (a sample suffix stripped), else its index."""
+    if rows.keys is not None:
+        return list(rows.keys)
     return [str(r[id_field]) if id_field and r.get(id_field) is not None else str(i) for i, r in enumerate(rows.rows)]
 
 
@@ -143,10 +116,10 @@ def grade_math(
     options_field: str | None = None,
 ) -> tuple[dict, list[dict]]:
     """(summary as `corl eval`'s, per-row records): extracted answers, verdicts, avg@k / maj@k / pass@k."""
-    from corl.evaluation.evaluate import extract_all, grade, majority_correct, pooled, score
+    from corl.evaluation.evaluate import INTERVALS, extract_all, grade, majority_correct, pooled, problem_scores, score, spread
 
     ids = row_ids(rows, id_field)
-    results: dict = {"data": rows.source, "task": "math", "extract": extract, "models": {}}
+    results: dict = {"data": rows.source, "task": "math", "extract": extract, "intervals": INTERVALS, "models": {}}
     records: list[dict] = []
     by_model: dict[str, dict[str, tuple]] = {}
     k = None
@@ -157,7 +130,8 @@ def grade_math(
         options = [rows.rows[i].get(options_field) if options_field else None for i in indices]
         answers = extract_all(texts, extract, options)
         verdicts, majority = grade(answers, gold), majority_correct(answers, gold)
-        results["models"][model] = {**score(answers, gold).as_dict(), "n": len(indices)}
+        figures = score(answers, gold).as_dict()
+        results["models"][model] = {**figures, "n": len(indices), **spread(figures, problem_scores(verdicts, majority))}
         by_model[model] = {ids[i]: (answers[j], gold[j]) for j, i in enumerate(indices)}
         for j, i in enumerate(indices):
             samples = [{"completion": t, "answer": a, "correct": c} for t, a, c in zip(texts[j], answers[j], verdicts[j])]
@@ -179,7 +153,10 @@ def grade_math(
     if len(by_model) > 1 and shared:  # the generators answered the same problems: one vote over all their samples
         pooled_answers = pooled([[by_model[m][pid][0] for pid in shared] for m in by_model])
         gold = [next(iter(by_model.values()))[pid][1] for pid in shared]
-        results[f"pooled_maj@{k * len(by_model)}"] = sum(majority_correct(pooled_answers, gold)) / len(gold)
+        right = [float(c) for c in majority_correct(pooled_answers, gold)]
+        figure = {f"pooled_maj@{k * len(by_model)}": sum(right) / len(right)}
+        results.update(figure)
+        results.update(spread(figure, dict.fromkeys(figure, right)))
     return results, records
 
 
@@ -214,7 +191,7 @@ def attach_tests(rows: Rows, tests: Rows | None, id_field: str) -> list[dict]:
         by_id = {str(r.get(id_field)): r for r in tests.rows}
         problems = []
         for i in range(len(rows.rows)):
-            key = str(field_value(rows, i, id_field, "--id-field"))
+            key = rows.keys[i] if rows.keys is not None else str(field_value(rows, i, id_field, "--id-field"))
             if key not in by_id:
                 raise GradeError(f"{rows.where[i]}: {id_field} {key!r} has no row in --tests {tests.source}; set --id-field")
             problems.append(by_id[key])
@@ -247,6 +224,7 @@ def grade_code(
 
     `programs`: the field holds whole programs, tested as they are (else completions in `style`)."""
     from corl.evaluation.code_eval import evaluate
+    from corl.evaluation.evaluate import INTERVALS, spread
     from corl.tasks.code.execute import close
 
     option = "--program-field" if programs else "--completion-field"
@@ -255,13 +233,16 @@ def grade_code(
     ks = sorted({1, k})
     # why "mbpp" for programs: that style tests the text as it stands (cut only at MBPP's "[DONE]" marker)
     run_style = "mbpp" if programs else style
-    results: dict = {"data": rows.source, "task": "code", "style": "program" if programs else style, "models": {}}
+    results: dict = {"data": rows.source, "task": "code", "style": "program" if programs else style, "intervals": INTERVALS}
+    results["models"] = {}
     records: list[dict] = []
     try:
         for model, indices in groups.items():
             report = evaluate([problems[i] for i in indices], [texts[i] for i in indices], run_style, ks=ks, plus=True)
             plus = {f"pass@{j}+": report.pass_plus[j] for j in ks if j in report.pass_plus}  # MBPP rows: corl.tasks.code.plus
-            results["models"][model] = {f"pass@{j}": report.pass_at[j] for j in ks} | plus | {"n": len(indices)}
+            figures = {f"pass@{j}": report.pass_at[j] for j in ks} | plus
+            per_problem = {name: [entry[name] for entry in report.per_problem] for name in figures}
+            results["models"][model] = figures | {"n": len(indices)} | spread(figures, per_problem)
             start = 0
             for i, entry in zip(indices, report.per_problem, strict=True):
                 outcomes = report.records[start : start + entry["n"]]  # records are in (problem, sample) order

@@ -1,17 +1,17 @@
-"""Other generators' files, read as `corl grade` reads its own: one problem a row, its samples in a list.
+"""Other generators' files, read as `corl grade` reads its own: where a sample's text is, and which tool wrote it.
 
 Generators write their samples in many shapes: one row per sample (the commonest vLLM or API
-dump), the text deep inside a response object (`choices[].message.content`), a chat-message
-list (TRL's conversational completions), or a per-filter copy of each document (lm-eval's
-`--log_samples`). `gather` turns all of them into corl's shape before grading:
+dump), the text deep inside a response object (`choices[].message.content`), a chat transcript
+(TRL's conversational completions), the Responses API's output items, or a per-filter copy of
+each document (lm-eval's `--log_samples`).
 
 - a **path** names where the text is: dotted keys, `*` for every item of a list, a number for
   one item (`choices.*.message.content`, `outputs.*.text`, `resps.*.*`); a value found there may
-  be a text, a chat-message list (the last assistant message's content), a message, or a
-  content-parts list (its text parts, joined);
-- rows that share a problem id (or, with no id field, a prompt) are **grouped** into one
-  problem whose samples are theirs, in file order, and a warning says so;
-- a **preset** (`--format`) names the path, the id field and the gold field of a known tool.
+  be a text, a chat transcript (its last assistant turn: the final answer comes last), a message,
+  or a content-parts list (its text parts, joined). A request that failed (`"response": null`)
+  or a message without text (a refusal, a tool call) is an empty sample, graded wrong;
+- a **format** (`--format`, or detected from a row's keys: `detect_format`) names the paths, the
+  problem id and the gold field of a known tool, each as that tool documents its files.
 
 Why by hand: no library reads these formats into samples; jq-like path libraries
 (jsonpath-ng, glom) would add a dependency for the twenty lines `_walk` is.
@@ -26,35 +26,44 @@ from dataclasses import dataclass
 from corl.evaluation.grade import GradeError, Rows
 
 PROMPT_FIELDS = ("prompt", "problem", "question")
+TEXT_PARTS = ("text", "output_text")  # content-part types that hold text (Chat Completions, Responses API)
 
 
 @dataclass(frozen=True)
 class Preset:
     """Where a tool writes a sample's text, the problem's id and (when it has one) the gold answer."""
 
-    paths: tuple[str, ...]  # tried in order: the first that a row has is used
+    paths: tuple[str, ...]  # tried in order: the first that the rows have is used
     id_field: str | None
     answer_field: str | None = None
     one_filter: bool = False  # lm-eval: one row per (document, filter); the samples are the same in each
+    model_field: str | None = None  # a field whose values are different generators (TRL: the step's policy)
+    not_ids: tuple[str, ...] = ()  # fields named like a problem id that name something else (a response's "id")
     doc: str = ""
 
 
+_CHAT = ("choices.*.message.content", "choices.*.text")
 PRESETS: dict[str, Preset] = {
     "openai": Preset(
-        ("choices.*.message.content", "choices.*.text"),
-        None,  # a response's "id" (chatcmpl-...) names the response, not the problem
-        doc="Chat Completions / Completions response objects, one per line; gold from --answers (by line order) "
-        "or an answer field you added",
+        (*_CHAT, "output"),
+        None,
+        not_ids=("id",),  # chatcmpl-..., resp_...: the response, not the problem
+        doc="Chat Completions, Completions or Responses API objects (the OpenAI SDK's model_dump), one per line; "
+        "K samples as n = K choices or K consecutive lines; gold from --answers",
     ),
     "openai-batch": Preset(
-        ("response.body.choices.*.message.content", "response.body.choices.*.text"),
+        tuple(f"response.body.{p}" for p in (*_CHAT, "output")) + tuple(f"response.{p}" for p in _CHAT),
         "custom_id",
-        doc="Batch API output lines; the problem is custom_id, gold from --answers joined on it",
+        not_ids=("id",),
+        doc="Batch API output lines (also `vllm run-batch`'s); the problem is custom_id (a sample suffix such as "
+        "-s0 is stripped when --answers has the rest), gold from --answers joined on it",
     ),
     "vllm": Preset(
-        ("outputs.*.text", "choices.*.message.content", "choices.*.text"),
-        "request_id",
-        doc="vLLM RequestOutput dumps (outputs[].text), or its OpenAI server's responses",
+        ("outputs.*.text", *_CHAT),
+        None,  # request_id is vLLM's counter ("0", "1", ...), not a problem id: rows are grouped by prompt
+        not_ids=("request_id",),
+        doc="LLM.generate's RequestOutputs (outputs[].text; n = K outputs, or K rows of one prompt), or its "
+        "OpenAI server's responses; gold from --answers, joined on the prompt or by order",
     ),
     "lm-eval": Preset(
         ("resps.*.*",),
@@ -66,15 +75,40 @@ PRESETS: dict[str, Preset] = {
     "trl": Preset(
         ("completion", "completions"),
         None,
-        doc="TRL datasets and completion logs: standard (text) or conversational (message lists) completions",
+        model_field="step",
+        doc="TRL's completion logs (OUTPUT_DIR/completions/*.parquet, the W&B completions table; graded per step) "
+        "and datasets with standard or conversational completions; gold from --answers joined on the prompt",
     ),
 }
 
 
+def _is_list_of(value, kind) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, kind) for v in value)
+
+
+def detect_format(row: dict) -> tuple[str, str] | None:
+    """(format, the keys that tell it) for a row another tool wrote, or None for corl's own shape."""
+    if "custom_id" in row and "response" in row:
+        return "openai-batch", "'custom_id' and 'response': OpenAI Batch API output (or vllm run-batch's)"
+    if "doc_id" in row and "resps" in row:
+        return "lm-eval", "'doc_id' and 'resps': an lm-eval --log_samples file"
+    if {"step", "prompt", "completion"} <= row.keys():
+        return "trl", "'step', 'prompt' and 'completion': TRL's completion log"
+    if _is_list_of(row.get("outputs"), dict) and "text" in row["outputs"][0]:
+        return "vllm", "'outputs' with 'text': vLLM RequestOutputs"
+    if _is_list_of(row.get("choices"), dict):
+        return "openai", "'choices': Chat Completions / Completions responses (OpenAI SDK, or a vLLM server)"
+    if row.get("object") == "response" and isinstance(row.get("output"), list):
+        return "openai", "'object': 'response': Responses API objects (OpenAI SDK)"
+    return None
+
+
 def _walk(value, parts: list[str], where: str, path: str) -> list:
-    """Every value at `parts` below `value` (`*` fans out over a list)."""
+    """Every value at `parts` below `value` (`*` fans out over a list; a null on the way is one missing value)."""
     if not parts:
         return [value]
+    if value is None:  # a failed request ("response": null) or an empty message: no text
+        return [None]
     head, rest = parts[0], parts[1:]
     if head == "*":
         if not isinstance(value, (list, tuple)):
@@ -94,7 +128,7 @@ def _walk(value, parts: list[str], where: str, path: str) -> list:
 
 
 def text_of(value, where: str, path: str) -> str:
-    """A sample's text: a string, a message, a chat-message list (its last assistant turn) or content parts."""
+    """A sample's text: a string, a message, a transcript (its last assistant turn) or content parts."""
     if value is None:  # e.g. a refused or failed request: no answer, graded wrong
         return ""
     if isinstance(value, str):
@@ -104,118 +138,47 @@ def text_of(value, where: str, path: str) -> str:
             if key in value:
                 return text_of(value[key], where, path)
     if isinstance(value, (list, tuple)) and value and all(isinstance(m, dict) for m in value):
-        if all("role" in m for m in value):
-            replies = [m for m in value if m.get("role") == "assistant"] or list(value)
+        turns = [m for m in value if "role" in m]
+        if turns:  # a transcript, or Responses API output items: the answer is the last thing the assistant said
+            replies = [m for m in turns if m.get("role") == "assistant"] or turns
             return text_of(replies[-1], where, path)
-        return "".join(text_of(part, where, path) for part in value if part.get("type", "text") == "text")
+        return "".join(text_of(part, where, path) for part in value if part.get("type", "text") in TEXT_PARTS)
     raise GradeError(
         f"{where}: {path!r} holds a value of type {type(value).__name__}, not a completion (a text, a chat message or a list of them); "
         "point --completion-field at the text, e.g. choices.*.message.content, or give --format"
     )
 
 
-def samples_at(row: dict, path: str, where: str, csv: bool = False) -> list[str]:
-    """The samples a row holds at `path` (a plain field name is a path of one key; a CSV cell may hold a JSON list)."""
+def samples_at(row: dict, path: str, where: str, csv: bool = False) -> tuple[list[str], int]:
+    """(the samples a row holds at `path`, how many of them had no text); a CSV cell may hold a JSON list."""
     found = _walk(row, path.split("."), where, path)
     if csv and len(found) == 1 and isinstance(found[0], str) and found[0].lstrip().startswith("["):
         with contextlib.suppress(ValueError):
             found = [json.loads(found[0])]
     if len(found) == 1 and isinstance(found[0], (list, tuple)) and not _is_messages(found[0]):
         found = list(found[0])  # a field holding the list of samples
-    return [text_of(v, where, path) for v in found]
+    texts = [text_of(v, where, path) for v in found]
+    return texts, sum(not t for t in texts)
 
 
 def _is_messages(value) -> bool:
     return bool(value) and all(isinstance(m, dict) and ("role" in m or "type" in m) for m in value)
 
 
-def pick_path(rows: Rows, preset: Preset) -> str:
-    """The first of the preset's paths that the first row has."""
+def _reaches(row: dict, path: str, where: str) -> bool:
+    """Whether `path` leads to a value in this row (not through a null: a failed request tells nothing)."""
+    try:
+        return any(v is not None for v in _walk(row, path.split("."), where, path))
+    except GradeError:
+        return False
+
+
+def pick_path(rows: Rows, preset: Preset, fmt: str) -> str:
+    """The first of the preset's paths that a row has (a failed request's row has none: the next row decides)."""
     for path in preset.paths:
-        try:
-            _walk(rows.rows[0], path.split("."), rows.where[0], path)
+        if any(_reaches(row, path, where) for row, where in zip(rows.rows[:200], rows.where)):
             return path
-        except GradeError:
-            continue
     keys = ", ".join(sorted(rows.rows[0])) or "none"
-    raise GradeError(f"{rows.where[0]}: none of {', '.join(preset.paths)} is in the row (keys: {keys}); is --format right?")
-
-
-def gather(
-    rows: Rows, path: str, key_field: str | None, model_field: str | None = None, one_filter: bool = False
-) -> tuple[Rows, str | None]:
-    """(a row per problem, its samples in `Rows.samples`; a warning or None): rows sharing `key_field` become one problem.
-
-    `key_field` is the problem id, or a prompt field; None keeps one problem a row. Rows of different
-    generators (`model_field`) are never merged. The other fields are the first row's."""
-    keep = list(range(len(rows.rows)))
-    note = None
-    if one_filter and any("filter" in r for r in rows.rows):  # lm-eval repeats each document once per filter
-        filters = list(dict.fromkeys(str(r.get("filter")) for r in rows.rows))
-        keep = [i for i in keep if str(rows.rows[i].get("filter")) == filters[0]]
-        if len(filters) > 1:
-            note = f"rows of filter {filters[0]!r} read ({len(filters) - 1} other filter(s) repeat the same samples)"
-    groups: dict[str, list[int]] = {}
-    for i in keep:
-        row = rows.rows[i]
-        key = str(row.get(key_field)) if key_field and row.get(key_field) is not None else f"#{i}"
-        groups.setdefault(f"{row.get(model_field)!s}\x00{key}" if model_field else key, []).append(i)
-    merged, where, texts = [], [], []
-    csv = rows.source.lower().endswith(".csv")
-    for members in groups.values():
-        first = rows.rows[members[0]]
-        samples = [s for i in members for s in samples_at(rows.rows[i], path, rows.where[i], csv)]
-        if not samples:
-            raise GradeError(f"{rows.where[members[0]]}: no samples at {path!r} (an empty list)")
-        merged.append(first)
-        texts.append(samples)
-        where.append(rows.where[members[0]])
-    if len(merged) < len(keep):
-        sizes = sorted({len(m) for m in groups.values()})
-        each = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
-        grouped = f"{len(keep)} rows share {key_field!r}: graded as {len(merged)} problems of {each} samples each"
-        note = f"{note}; {grouped}" if note else grouped
-    return Rows(rows.source, merged, where, texts), note
-
-
-def check_same_gold(rows: Rows, key_field: str | None, answer_field: str) -> None:
-    """Rows of one problem must carry one gold answer (a mismatch is a wrong join, not a hedge to average)."""
-    seen: dict[str, tuple[str, str]] = {}
-    for row, where in zip(rows.rows, rows.where):
-        if not key_field or row.get(key_field) is None or row.get(answer_field) is None:
-            continue
-        key, gold = str(row[key_field]), str(row[answer_field])
-        if key in seen and seen[key][0] != gold:
-            raise GradeError(f"{where}: {key_field} {key!r} has gold {gold!r} here and {seen[key][0]!r} at {seen[key][1]}")
-        seen.setdefault(key, (gold, where))
-
-
-def gsm8k_target(gold: str) -> str:
-    """lm-eval's gsm8k target is the whole worked solution; its answer follows the last '####'."""
-    return gold.rsplit("####", 1)[1].strip() if "####" in gold else gold
-
-
-def join_answers(rows: Rows, answers: Rows, key_field: str | None, answer_field: str, answer_id: str | None) -> Rows:
-    """Rows with the gold of `answers` (a dataset file) in `answer_field`: joined on the id, else by line order."""
-    if key_field is None or answer_id is None:
-        if len(answers.rows) != len(rows.rows):
-            raise GradeError(
-                f"{answers.source}: {len(answers.rows)} rows, but {rows.source} has {len(rows.rows)} problems; "
-                "rows without a problem id are joined by line order (give --id-field to join on an id)"
-            )
-        pairs = list(zip(rows.rows, answers.rows))
-    else:
-        by_id = {str(r.get(answer_id)): r for r in answers.rows}
-        pairs = []
-        for row, where in zip(rows.rows, rows.where):
-            key = str(row.get(key_field))
-            if key not in by_id:
-                raise GradeError(f"{where}: {key_field} {key!r} has no row in --answers {answers.source}; set --id-field")
-            pairs.append((row, by_id[key]))
-    joined = []
-    for (row, gold_row), where in zip(pairs, answers.where):
-        if gold_row.get(answer_field) is None:
-            columns = ", ".join(sorted(gold_row)) or "none"
-            raise GradeError(f"{where}: field {answer_field!r} is missing (columns: {columns}); set --answer-field")
-        joined.append({**row, answer_field: gold_row[answer_field]})
-    return Rows(rows.source, joined, rows.where, rows.samples)
+    found = detect_format(rows.rows[0])
+    hint = f"the rows look like --format {found[0]} ({found[1]})" if found and found[0] != fmt else "is --format right?"
+    raise GradeError(f"{rows.where[0]}: none of {', '.join(preset.paths)} is in the row (keys: {keys}); {hint}")
