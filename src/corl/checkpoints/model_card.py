@@ -120,7 +120,7 @@ def model_card(cfg: RunConfig, index: int, step: int, validation: dict | None = 
         library_name="transformers",
         pipeline_tag="text-generation",
         tags=tags,
-        datasets=[hub_id(cfg.data.train)] if hub_id(cfg.data.train) else None,
+        datasets=[hub_id(f.path) for f in cfg.data.train_files() if hub_id(f.path)] or None,
         model_name=agent.name,
         eval_results=results or None,
     )
@@ -180,10 +180,12 @@ def _cohort(cfg: RunConfig, index: int) -> str:
 def _data(cfg: RunConfig) -> str:
     d = cfg.data
     rows = f", first {d.max_rows} rows" if d.max_rows else ""
+    mixed = isinstance(d.train, list)  # several files: each with its weight
+    files = ", ".join(f"`{f.path}`" + (f" (weight {f.weight:g})" if mixed else "") for f in d.train_files())
     lines = [
         "## Data",
         "",
-        f"- Training prompts: `{d.train}` (field `{d.prompt_field}`{rows}; task kind `{d.task}`).",
+        f"- Training prompts: {files} (field `{d.prompt_field}`{rows}; task kind `{d.task}`).",
         f"- Validation: `{d.val}` (first {d.val_size} rows)." if d.val else "- Validation: none.",
         f"- Prompt template: `{d.template!r}`, instruction `{d.instruction!r}`.",
     ]

@@ -34,10 +34,10 @@ from corl.config.sections import (
     CohortConfig,
     ConfigError,
     DataConfig,
-    GRPOConfig,
     RewardTerm,
     RolloutConfig,
 )
+from corl.config.update import GRPOConfig
 
 __all__ = [
     "AgentConfig",

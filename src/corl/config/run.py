@@ -19,10 +19,10 @@ from corl.config.sections import (
     AgentConfig,
     CohortConfig,
     DataConfig,
-    GRPOConfig,
     RolloutConfig,
     _Strict,
 )
+from corl.config.update import GRPOConfig
 from corl.registry import LABEL_SOURCES, REWARDS, TASKS
 
 

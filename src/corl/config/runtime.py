@@ -140,6 +140,15 @@ class LoggingConfig(_Strict):
         "share, when label-free scores are computed (select, select_also or cohort.stop set): val_size x this many "
         "sequences per agent and point.",
     )
+    log_completions: bool = Field(
+        False,
+        description="Write every completion a step trains on to RUN/completions/step_NNNNNN.jsonl, one row each: "
+        "step, agent, id, sample, prompt, completion, extracted_answer, label, label_agreement, reward, advantage, "
+        "truncated, and gold where the data has answers (a diagnostic; no reward reads it). With W&B on, the same "
+        "rows as a W&B table 'completions' (TRL's log_completions). Each file is prompts_per_step x "
+        "samples_per_prompt x agents rows: set log_completions_every on long runs.",
+    )
+    log_completions_every: int = Field(1, ge=1, description="With log_completions: every N steps.")
     tensorboard: bool = Field(True, description="Write TensorBoard events (when report_to is not given).")
     progress: bool = Field(True, description="A live step counter on a terminal (never in a log file).")
     print_every: int = Field(

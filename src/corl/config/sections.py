@@ -77,15 +77,41 @@ class AgentConfig(_Strict):
         return lr
 
 
+class TrainFile(_Strict):
+    """One training file of several mixed with weights (data.train as a list; corl.data.mix)."""
+
+    path: str = Field(min_length=1, description="Local JSONL/Parquet/CSV file or Hugging Face dataset name.")
+    weight: float = Field(
+        1.0, gt=0, allow_inf_nan=False, description="Its share of every batch: weight / the sum of the weights."
+    )
+    split: str | None = Field(None, description="Split name for a Hugging Face dataset; defaults to data.split.")
+
+
 class DataConfig(_Strict):
     """Where prompts come from. Ground-truth answers are optional and never reach a label-free reward."""
 
-    train: str = Field(min_length=1, description="Local JSONL/Parquet/CSV file or Hugging Face dataset name.")
+    train: str | list[TrainFile] = Field(
+        min_length=1,
+        description="Local JSONL/Parquet/CSV file or Hugging Face dataset name; or several, mixed with weights: "
+        "[{path: a.jsonl, weight: 3}, {path: b.parquet, weight: 1}]. Each batch then holds each file's share of "
+        "cohort.prompts_per_step (a fixed, seeded order: a resumed run draws the same batches), and each file's "
+        "rows come once per pass over it. Ids must be unique across the files (a row without one is <file "
+        "number>/<row number>).",
+    )
     split: str = Field("train", description="Split name for Hugging Face datasets.")
     val: str | None = Field(None, description="Held-out file or dataset for periodic validation (needs answers).")
     val_split: str = Field("test", description="Split name of data.val when it is a Hugging Face dataset.")
     val_size: int = Field(64, ge=1, description="Validation problems evaluated each time (first N rows).")
-    max_rows: int | None = Field(None, ge=1, description="Use only the first N training rows.")
+    max_rows: int | None = Field(None, ge=1, description="Use only the first N training rows (of each file of a mix).")
+    max_prompt_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Drop training rows whose prompt (template, instruction and chat template applied) is longer "
+        "than this in any agent's tokens, as verl's filter_overlong_prompts; the count is printed when the run "
+        "starts, and a run with no row left is refused. Dropped, not cut: TRL's max_prompt_length keeps a "
+        "prompt's last tokens, which for a word problem is another, unanswerable problem that still earns rewards. "
+        "Text tokens only: a vision-language agent's images are not counted. null = every row.",
+    )
     id_field: str = Field(
         "id",
         description="Column of a row's unique id: labels, other wordings (agents[].data) and answers are matched by it; "
@@ -97,8 +123,9 @@ class DataConfig(_Strict):
     answer_field: str | None = Field(
         "answer",
         description="Ground-truth column of the training rows, for diagnostics and label source 'truth' only. Unlabeled "
-        "training data needs no setting: a train file without this column trains label-free (an explicitly set "
-        "column must exist); null ignores it even where it exists.",
+        "training data needs no setting: a train file without this column trains label-free, and the run records "
+        "null here (config.yaml and its record), so a resume needs no setting either (an explicitly set column must "
+        "exist); null ignores it even where it exists.",
     )
     val_prompt_field: str | None = Field(None, description="Column of the validation problem text; defaults to prompt_field.")
     val_answer_field: str | None = Field(
@@ -120,6 +147,10 @@ class DataConfig(_Strict):
     task: str = Field(
         "math", description="A registered task kind (corl.tasks): what a completion's answer is and how answers agree."
     )
+
+    def train_files(self) -> list[TrainFile]:
+        """data.train as a list of files (one of weight 1 when it names one)."""
+        return [TrainFile(path=self.train)] if isinstance(self.train, str) else list(self.train)
 
     @model_validator(mode="after")
     def _template_has_problem(self) -> DataConfig:
@@ -357,62 +388,3 @@ class RolloutConfig(HFOptions, VLLMOptions):
         if given is not None:
             return given
         return ENGINES.get(engine).Options()
-
-
-class GRPOConfig(_Strict):
-    """The policy update (DeepSeekMath GRPO; defaults follow TRL and the reference runs)."""
-
-    epsilon_low: float = Field(0.2, ge=0, description="Lower clip: ratio >= 1 - epsilon_low.")
-    epsilon_high: float = Field(0.2, ge=0, description="Upper clip; > epsilon_low is DAPO's clip-higher.")
-    beta: float = Field(0.0, ge=0, description="k3 KL to a frozen reference; 0 loads no reference model.")
-    loss_aggregation: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
-        "grpo",
-        description="How per-token losses become the batch loss, as TRL's loss_type: grpo = mean over sequences of "
-        "each sequence's token mean; dapo = sum over every token / the batch's token count (DAPO); dr_grpo = sum "
-        "over tokens / (sequences x max_new_tokens) (Dr. GRPO). bnpo is read as dapo (corl's earlier name for it; "
-        "TRL's bnpo divides by each micro-batch's tokens, the same when the batch is one micro-batch).",
-    )
-
-    @field_validator("loss_aggregation")
-    @classmethod
-    def _dapo_by_its_name(cls, name: str) -> str:
-        from corl.grpo import LOSS_AGGREGATION_ALIASES
-
-        return LOSS_AGGREGATION_ALIASES.get(name, name)
-
-    scale_rewards: Literal["group", "none"] = Field(
-        "group", description="Divide advantages by the group std (GRPO) or not (Dr. GRPO)."
-    )
-    num_passes: int = Field(1, ge=1, description="Optimization passes over each step's rollouts (PPO epochs).")
-    minibatch_size: int | None = Field(
-        None, ge=1, description="Sequences per forward/backward (gradient accumulation, bounds memory); None = all at once."
-    )
-    max_tokens_per_microbatch: int | None = Field(
-        None,
-        ge=1,
-        description="Micro-batches by tokens instead of sequences (verl's use_dynamic_bsz / ppo_max_token_len_per_gpu): "
-        "each forward/backward takes sequences, sorted by length, up to this many tokens (prompt + completion; "
-        "minibatch_size, if set, still caps the sequences). Where the model allows it (padding_free) the micro-batch "
-        "runs as one packed row without padding; the update (loss, gradients, one optimizer step per pass) is the "
-        "same whatever its value. None = micro-batches of minibatch_size sequences.",
-    )
-    padding_free: bool = Field(
-        True,
-        description="With max_tokens_per_microbatch: pack each micro-batch's sequences into one row, position ids "
-        "restarting per sequence (TRL's padding_free, verl's use_remove_padding; flash-attention varlen on GPU, "
-        "causal SDPA per sequence otherwise). Models it cannot pack (vision prompts, non-RoPE families) and false "
-        "take padded micro-batches, each trimmed to its longest sequence.",
-    )
-    max_grad_norm: float | None = Field(
-        1.0,
-        gt=0,
-        description="Clip the gradient's global L2 norm to this before each optimizer step (TRL's default); null = no clipping.",
-    )
-    importance_sampling: Literal["token_truncate", "token_mask", "sequence_mask", "off"] = Field(
-        "token_truncate",
-        description="Correction for a sampler with its own copy of the weights (vLLM): weight each token by "
-        "pi_train_old / pi_rollout, truncated at importance_sampling_cap (token_truncate), or drop tokens "
-        "(token_mask) or sequences (sequence_mask) above it. Not applied to the hf engine, which samples from "
-        "the trained weights. As TRL (vllm_importance_sampling_correction) and Yao et al. 2025 (truncated IS).",
-    )
-    importance_sampling_cap: float = Field(3.0, ge=1.0, description="Truncation cap of the importance weights.")

@@ -7,6 +7,8 @@ crosses between them is the answers table (see `corl.trainer.loop`).
 from __future__ import annotations
 
 import copy
+import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -21,6 +23,8 @@ from corl.rollout.base import Prompt
 from corl.trainer import logprobs
 from corl.trainer.update import UpdateStats, grpo_update
 
+SCHEDULER_FILE = "scheduler.pt"  # under FSDP (no trainer.pt): the lr schedule's state, beside the shards
+
 
 def vision_parameters(model) -> list[torch.nn.Parameter]:
     """A vision-language model's vision encoder and projector: every parameter outside its
@@ -34,6 +38,17 @@ def ema_update(ema_model: torch.nn.Module, model: torch.nn.Module, momentum: flo
     """ema <- momentum * ema + (1 - momentum) * online, parameter by parameter."""
     for e, p in zip(ema_model.parameters(), model.parameters(), strict=True):
         e.lerp_(p.detach(), 1.0 - momentum)
+
+
+def lr_scheduler(optimizer: torch.optim.Optimizer, grpo: GRPOConfig, total_steps: int | None):
+    """The optimizer's lr schedule (grpo.lr_scheduler_type, grpo.warmup_steps) over `total_steps` training steps,
+    by transformers' own schedules (TRL's)."""
+    from transformers import get_scheduler
+
+    if total_steps is None and grpo.lr_scheduler_type != "constant":
+        raise ValueError(f"grpo.lr_scheduler_type {grpo.lr_scheduler_type!r} needs the run's number of steps")
+    steps = total_steps or 1
+    return get_scheduler(grpo.lr_scheduler_type, optimizer, num_warmup_steps=grpo.warmup(steps), num_training_steps=steps)
 
 
 class Agent:
@@ -52,7 +67,9 @@ class Agent:
         dp: DataParallel | None = None,
         compute: ComputeConfig | None = None,
         processor=None,
+        total_steps: int | None = None,
     ):
+        """`total_steps`: the run's cohort.steps, over which grpo.lr_scheduler_type moves the lr."""
         self.config = config
         self.name = config.name
         self.tokenizer = tokenizer
@@ -86,10 +103,11 @@ class Agent:
         self.model = model = prepare_model(model, compute, self.dp)
         # Chat templates already contain BOS; adding special tokens again would double it.
         self.engine = build_engine(rollout, model, tokenizer, add_special_tokens=not template.chat, processor=processor)
-        self.optimizer = None
+        self.optimizer = self.scheduler = None
         if self.trains:
             trainable = [p for p in model.parameters() if p.requires_grad]  # all of them, or only the LoRA adapters
             self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+            self.scheduler = lr_scheduler(self.optimizer, grpo, total_steps)
         else:
             # A frozen peer is held as a training one is (LoRA adapters, FSDP shards: the same
             # checkpoint folder), but none of its parameters takes a gradient and it has no optimizer.
@@ -165,7 +183,15 @@ class Agent:
         """
         if not self.trains:  # agents[].train: false: its weights stay as loaded
             return UpdateStats(frozen=True)
-        return grpo_update(self, rollout, rewards, params, exclude)
+        lr = self.optimizer.param_groups[0]["lr"]
+        stats = grpo_update(self, rollout, rewards, params, exclude)
+        stats.lr = lr
+        # one scheduler step per training step, whether or not this one had a sequence with signal:
+        # the schedule is a function of the steps done, as the batch order is
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
+            self.scheduler.step()
+        return stats
 
     def after_update(self, stats: UpdateStats, stepped: bool) -> None:
         """The EMA teacher follows the policy; the rollout engines get the new weights."""
@@ -178,6 +204,8 @@ class Agent:
     def state_dict(self) -> dict:
         """The optimizer's (and an EMA teacher's) state, whole: without FSDP every rank holds it all."""
         state = {"optimizer": self.optimizer.state_dict() if self.optimizer is not None else None}
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
         if self.teacher is not None:
             state["teacher"] = self.teacher.state_dict()
         return state
@@ -185,6 +213,8 @@ class Agent:
     def load_state_dict(self, state: dict) -> None:
         if self.optimizer is not None and state["optimizer"] is not None:  # None: saved while frozen
             self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and "scheduler" in state:  # absent: a checkpoint from before schedules (constant)
+            self.scheduler.load_state_dict(state["scheduler"])
         if self.teacher is not None:
             self.teacher.load_state_dict(state["teacher"])
             # its engine was built from the policy's weights (the teacher's copy before this load)
@@ -193,7 +223,8 @@ class Agent:
     def save(self, folder: Path, gathered: bool = True) -> None:
         """Write this agent: a Hugging Face model folder (weights, tokenizer), with LoRA its
         unmerged adapters in folder/adapter/, and what a resume needs: trainer.pt, or under
-        FSDP each rank's shards of the model and optimizer in folder/sharded/.
+        FSDP each rank's shards of the model and optimizer in folder/sharded/ and the lr
+        schedule's state in scheduler.pt.
 
         Under FSDP `gathered=False` writes the shards and the tokenizer only (no whole-model
         gather): what a resume needs; `corl export` writes the model folder from them later.
@@ -203,12 +234,14 @@ class Agent:
         self.dp.check_replicas(self.model)
         if self.dp.fsdp and not gathered:
             save_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
+            self._save_scheduler(folder)
             if self.dp.rank == 0:
                 (self.processor or self.tokenizer).save_pretrained(folder)
             return
         weights = self.dp.full_model_state(self.model)
         if self.dp.fsdp:
             save_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
+            self._save_scheduler(folder)
         if self.dp.rank != 0:
             return
         save_policy(self.model, folder, weights)
@@ -221,12 +254,25 @@ class Agent:
         if not self.dp.fsdp:
             torch.save(self.state_dict(), folder / "trainer.pt")
 
+    def _save_scheduler(self, folder: Path) -> None:
+        """Under FSDP (no trainer.pt) the lr schedule's state goes beside the shards, from every rank: each
+        reads it back on resume, also on a node whose disk holds no other rank's files. The ranks write
+        the same bytes; each through its own temporary name, so none reads a half-written file."""
+        if self.scheduler is None:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{SCHEDULER_FILE}.{os.getpid()}.{self.dp.rank}.tmp"
+        torch.save(self.scheduler.state_dict(), tmp)
+        os.replace(tmp, folder / SCHEDULER_FILE)
+
     def load(self, folder: Path) -> None:
         """Resume from what `save` wrote (the weights themselves came with the model folder or
         the adapters), then hand the rollout engines the restored weights: an engine holding
         its own copy (vLLM) was built before they were loaded."""
         if (folder / SHARDED_FOLDER).is_dir():
             load_sharded(self.model, self.optimizer, folder / SHARDED_FOLDER, self.dp.group)
+            if self.scheduler is not None and (folder / SCHEDULER_FILE).is_file():
+                self.scheduler.load_state_dict(torch.load(folder / SCHEDULER_FILE, weights_only=False))
         else:
             self.load_state_dict(torch.load(folder / "trainer.pt", weights_only=False))
         self.engine.sync_weights(self.model)

@@ -51,8 +51,10 @@ def agent_inputs(cfg: RunConfig, index: int, max_rows: int, vision: bool) -> Age
     """Agent `index`'s inputs from the first `max_rows` training rows (DataError, OSError: unreadable
     data); `vision`: its model is a vision-language model (its reader is then a processor)."""
     agent = cfg.agents[index]
-    source, field = agent.data or cfg.data.train, cfg.prompt_field(agent)
-    rows = [r for r in load_rows(source, cfg.data.split)[:max_rows] if r.get(field) is not None]
+    field = cfg.prompt_field(agent)
+    files = [(agent.data, cfg.data.split)] if agent.data else [(f.path, f.split or cfg.data.split) for f in cfg.data.train_files()]
+    source = files[0][0]  # several files (a mix): their rows together; images are read from the first one's folder
+    rows = [r for path, split in files for r in load_rows(path, split)[:max_rows] if r.get(field) is not None]
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent.chat_template)
     return AgentInputs(
         source, field, rows, template, reader_without_weights(agent.model, agent.tokenizer, vision), cfg.data.image_field

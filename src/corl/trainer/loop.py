@@ -30,9 +30,10 @@ import time
 
 import torch
 
-from corl.data.rows import Problem, batch_indices
+from corl.data.rows import Problem
 from corl.rewards import RewardInputs
 from corl.rollout import Rollout
+from corl.tracking.completions import CompletionsLog, agent_rows, gather_rows
 from corl.trainer.agent import Agent
 from corl.trainer.metrics import gather_metrics
 from corl.trainer.run import Run
@@ -42,13 +43,21 @@ from corl.trainer.table import AgentShard, PromptAnswers, answers_table, assembl
 class CohortTrainer(Run):
     """Algorithm 1 over the run that `Run` sets up: `step` is one iteration of it."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        log = self.cfg.logging
+        self.completions = None  # logging.log_completions: the main process writes them
+        if log.log_completions and self.placement.is_main:
+            first = self.start_step + 1  # steps count from 1: a resumed run redoes the steps after its checkpoint
+            self.completions = CompletionsLog(self.run_dir, log.log_completions_every, first, log.reports_to("wandb"))
+
     def step(self, step: int) -> dict[str, float]:
         cfg = self.cfg.cohort
         k, v = cfg.samples_per_prompt, cfg.votes
         n_agents = len(self.cfg.agents)
         t0 = time.perf_counter()
         # 1. one batch of unlabeled prompts, the same ids for every agent
-        order = batch_indices(step, len(self.train_data.problems), cfg.prompts_per_step, cfg.seed)
+        order = self.train_data.batch(step, cfg.prompts_per_step, cfg.seed)  # data.train's files by their weights
         batch = [self.train_data.problems[i] for i in order]
         positions = self.placement.prompt_positions(len(batch))
         mine = [batch[i] for i in positions]
@@ -80,6 +89,8 @@ class CohortTrainer(Run):
         }
         t_update = time.perf_counter()
         self._check_updates(step, rewards, updates)
+        if self.cfg.logging.log_completions and (step + 1) % self.cfg.logging.log_completions_every == 0:
+            self._log_completions(step, mine, positions, table, labels, rollouts, rewards)
 
         metrics = gather_metrics(self, step, table, labels, rewards, rollouts, updates, positions)
         metrics["time/sample_s"] = t_sample - t0
@@ -135,6 +146,30 @@ class CohortTrainer(Run):
         )
         gold_rows = lambda: [self.train_data.row(p.id) for p in mine]  # noqa: E731  (only a from_gold reward calls it)
         return self.reward(inputs, gold_rows, lambda fn: agent.logit_rewards(rollout, fn, self.cfg.cohort.temperature))
+
+    def _log_completions(self, step: int, mine: list[Problem], positions: list[int], table, labels, rollouts, rewards) -> None:
+        """logging.log_completions: the step's trained completions with their answers, labels, rewards and
+        advantages (`corl.tracking.completions`), from every process (a collective), written by the main one."""
+        k = self.cfg.cohort.samples_per_prompt
+        rows = {
+            n: agent_rows(
+                step + 1,
+                agent.name,
+                mine,
+                agent.prompts(mine),
+                rollouts[n].texts,
+                [table.answers[n][p][:k] for p in positions],
+                [labels[n][p] for p in positions],
+                rewards[n],
+                self.cfg.grpo.scale_rewards,
+                rollouts[n].truncated.tolist(),
+                self.train_data.gold,
+            )
+            for n, agent in self.agents.items()
+        }
+        everyone = gather_rows(self.exchange, rows, positions, k)
+        if self.completions is not None:
+            self.completions.write(step + 1, everyone)
 
     def _loss_excluded(self, rollout: Rollout) -> torch.Tensor | None:
         """cohort.truncated_answers drop: the truncated completions ([N] bool), left out of the

@@ -18,7 +18,8 @@ def gather_metrics(run, step: int, table, labels, rewards, rollouts, updates, po
         n: AgentShard(positions, list(zip(rewards[n].tolist(), rollouts[n].completion_lengths.view(-1, k).tolist())))
         for n in run.agents
     }
-    stats = {n: updates[n].as_dict() | _learning_rate(run.agents[n]) for n in run.agents}
+    # the lr an update used wins over the optimizer's now, which the scheduler has moved on to the next step's
+    stats = {n: _learning_rate(run.agents[n]) | updates[n].as_dict() for n in run.agents}
     gathered = run.exchange.all_gather((report, stats, unknown_checks()))
     per_prompt = assemble([g[0] for g in gathered], len(run.cfg.agents), len(table.prompt_ids), "rewards")
     metrics = step_metrics(run, table, labels, per_prompt, [g[1] for g in gathered])

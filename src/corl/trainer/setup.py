@@ -14,7 +14,8 @@ from corl.checkpoints.checkpoint import KEEP_LAST, CheckpointError, check_free_s
 from corl.checkpoints.run_folder import check_writable
 from corl.checkpoints.sharded import SHARDED_FOLDER
 from corl.config import ConfigError, RunConfig
-from corl.data.rows import AnswerKey, Problem, PromptTemplate, attach_wording, build_problems, load_rows
+from corl.data.mix import Mix, TrainPart, join_files
+from corl.data.rows import AnswerKey, Problem, PromptTemplate, attach_wording, batch_indices, build_problems, load_rows
 from corl.labels import label_source_spec
 from corl.models import ADAPTER_FOLDER, check_model_source, load_adapter, load_agent_policy, prepare_reference
 from corl.parallel import DataParallel, Exchange
@@ -22,6 +23,7 @@ from corl.tasks import task_spec
 from corl.tracking.health import check_weights
 from corl.tracking.wandb_run import check_wandb_ready
 from corl.trainer.agent import Agent
+from corl.trainer.prompt_limit import keep_short_prompts
 
 
 def sampling_seed(seed: int, step: int, agent: int, dp_rank: int = 0) -> int:
@@ -38,6 +40,13 @@ class Dataset:
     problems: list[Problem]
     gold: AnswerKey  # empty when the data has no answer column
     rows: list[dict] = field(default_factory=list)
+    mix: Mix | None = None  # training data: the files the problems come from, and their weights
+
+    def batch(self, step: int, size: int, seed: int) -> list[int]:
+        """Positions in `problems` of step `step`'s batch: a pure function of the step, also for a mix of files."""
+        if self.mix is None or len(self.mix.sizes) == 1:
+            return batch_indices(step, len(self.problems), size, seed)
+        return self.mix.batch(step, size, seed)
 
     def row(self, problem_id: str) -> dict:
         """The whole dataset row of a problem (with its hidden tests): for gold rewards only."""
@@ -47,20 +56,43 @@ class Dataset:
 
 
 def load_train_data(cfg: RunConfig) -> Dataset:
-    """Training problems with every agent's wording (its field, or its own aligned file)."""
-    rows = load_rows(cfg.data.train, cfg.data.split)[: cfg.data.max_rows]
+    """Training problems with every agent's wording (its field, or its own aligned file); several
+    files (data.train as a list) one after the other, drawn from by their weights (`corl.data.mix`);
+    prompts longer than data.max_prompt_tokens dropped (`corl.trainer.prompt_limit`)."""
     fields = sorted({cfg.prompt_field(a) for a in cfg.agents if not a.data} or {cfg.data.prompt_field})
     inputs = task_spec(cfg.data.task).input_fields
     # an unlabeled train file is the normal case of label-free training: only a column the user named must exist
     optional = "answer_field" not in cfg.data.model_fields_set and not label_source_spec(cfg.cohort.label_source).reads_gold
-    problems, gold = build_problems(
-        rows, cfg.data.train, fields, cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field, optional
-    )
+    files, parts = cfg.data.train_files(), []
+    for file in files:
+        rows = load_rows(file.path, file.split or cfg.data.split)[: cfg.data.max_rows]
+        problems, gold = build_problems(
+            rows, file.path, fields, cfg.data.id_field, cfg.data.answer_field, inputs, cfg.data.image_field, optional
+        )
+        parts.append(TrainPart(file.path, problems, gold, rows))
+    problems, gold, rows = join_files(parts, cfg.data.id_field)
     for agent in cfg.agents:
         if agent.data:
             own = load_rows(agent.data, cfg.data.split)
             problems = attach_wording(problems, own, agent.data, cfg.prompt_field(agent), cfg.text_key(agent), cfg.data.id_field)
-    return Dataset(problems, gold, rows)
+    kept = keep_short_prompts(cfg, problems)
+    file_of = [k for k, part in enumerate(parts) for _ in part.problems]
+    sizes = [sum(1 for i in kept if file_of[i] == k) for k in range(len(parts))]
+    empty = [files[k].path for k, n in enumerate(sizes) if n == 0]
+    if empty:
+        raise ConfigError(f"data.max_prompt_tokens {cfg.data.max_prompt_tokens}: no prompt of {empty[0]!r} is short enough")
+    problems, rows = [problems[i] for i in kept], [rows[i] for i in kept]
+    gold = {p.id: gold[p.id] for p in problems if p.id in gold}
+    return Dataset(problems, gold, rows, mix=Mix(sizes, [f.weight for f in files]))
+
+
+def answers_as_found(cfg: RunConfig, data: Dataset) -> RunConfig:
+    """`cfg` as the run records it: data.answer_field null when the training rows have no answer
+    column (the default one was looked for, load_train_data). Unlabeled is a property of the data:
+    config.yaml and the run's record say so, and a resume (which reads them) needs no setting."""
+    if cfg.data.answer_field is None or data.gold:
+        return cfg
+    return cfg.model_copy(update={"data": cfg.data.model_copy(update={"answer_field": None})})
 
 
 def load_eval_data(cfg: RunConfig) -> Dataset | None:
@@ -140,6 +172,7 @@ def build_agent(
             dp=dp,
             compute=cfg.compute,
             processor=processor,
+            total_steps=cfg.cohort.steps,
         )
     if adapters is not None:
         try:

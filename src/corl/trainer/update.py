@@ -36,6 +36,7 @@ class UpdateStats:
     weight_norm: float = 0.0  # L2 norm of all the model's weights after the update
     weight_norm_ratio: float = 1.0  # that norm over the norm before the update (health.max_weight_norm_ratio)
     frozen: bool = False  # agents[].train: false: no update was attempted
+    lr: float | None = None  # the learning rate this update used (grpo.lr_scheduler_type moves it between steps)
 
     def as_dict(self) -> dict[str, float]:
         if self.frozen:  # a loss of 0 would read as a trained agent's; say what happened instead
@@ -55,6 +56,8 @@ class UpdateStats:
             "weight_norm_ratio": self.weight_norm_ratio,
         }
         out.update({f"mismatch_{k}": v for k, v in self.mismatch.items()})
+        if self.lr is not None:
+            out["lr"] = self.lr
         return out
 
 
