@@ -9,7 +9,7 @@ import pytest
 from corl.config import validate_config
 from corl.trainer.scores import confirmed_answers, repeat_variety, shared_alternatives
 from corl.trainer.selection import Selector, choose
-from corl.trainer.selection_trust import CHANCE_LIMIT, KEPT_LIMIT, SHARED_LIMIT, verdict
+from corl.trainer.selection_trust import CHANCE_LIMIT, KEPT_LIMIT, SHARED_LIMIT, capped_scores, fallback_choice, verdict
 
 LETTERS = "ABCD"
 
@@ -44,7 +44,7 @@ def shift(letter: str, k: int) -> str:
     return LETTERS[(LETTERS.index(letter) + k) % 4]
 
 
-def test_four_option_choice_collapsing_onto_two_letters_is_flagged_not_chosen_silently():
+def test_four_option_choice_collapsing_onto_two_letters_is_flagged_and_the_varied_point_kept():
     # 80 prompts, gold A B C D A B C D ...: every block of 4 holds each letter once, so an agent that
     # answers a whole block right or shifted answers each letter on 1/4 of the prompts
     gold = [LETTERS[i % 4] for i in range(80)]
@@ -68,11 +68,13 @@ def test_four_option_choice_collapsing_onto_two_letters_is_flagged_not_chosen_si
     # the base point already shows it: its answers take 4 values (chance 0.25 >= 0.15)
     trust = sel.record()["label_free_trust"]
     assert base_point["chance_agreement"] == pytest.approx(0.25) and trust["measured_at"] == 0
-    assert not trust["trusted"] and trust["failed"] == ["chance_agreement"] and trust["fallback"] == "last"
-    assert sel.record()["chosen"]["label_free"] == {"step": 20, "checkpoint_step": 20, "fallback": "last"}
+    assert not trust["trusted"] and trust["failed"] == ["chance_agreement"] and trust["fallback"] == "last_varied"
+    # the fallback: the last point that kept 3/4 of the variety bar; two letters of four kept 1/2
+    assert sel.record()["chosen"]["label_free"] == {"step": 10, "checkpoint_step": 10, "fallback": "last_varied"}
+    assert sel.folders_at(10) == ["best", "best-truth"] and sel.folders_at(20) == []
     (note,) = sel.notes()
     assert "cannot tell" in note and "chance agreement 0.25" in note and "about 4 equally common answers" in note
-    assert "RUN/best/ holds the last checkpoint that did not collapse" in note
+    assert "RUN/best/ holds the last checkpoint that kept 75% of the answers' variety" in note
     assert sel.notes() == []  # said once
 
 
@@ -99,8 +101,8 @@ def test_yes_no_at_85_percent_yes_is_flagged():
     assert choose(sel.state["points"], "label_free") is guess
     # base: "no" on 40 + 15 prompts of 100 for agent a (0-39 and 85-99), the same for b: 0.55^2 + 0.45^2
     trust = sel.state["trust"]
-    assert trust["checks"]["chance_agreement"] == pytest.approx(0.55**2 + 0.45**2) and trust["fallback"] == "last"
-    assert sel.record()["chosen"]["label_free"]["step"] == 20  # the last checkpoint, the better one here
+    assert trust["checks"]["chance_agreement"] == pytest.approx(0.55**2 + 0.45**2) and trust["fallback"] == "last_varied"
+    assert sel.record()["chosen"]["label_free"]["step"] == 20  # the last point, varied as the bases: the better one here
     assert sel.folders_at(20) == ["best", "best-truth"]
 
 
@@ -132,10 +134,10 @@ def test_agents_sharing_their_wrong_answer_is_flagged_from_their_samples():
     trust = sel.state["trust"]
     assert trust["checks"]["shared_alternatives"] == 1.0 and trust["failed"] == ["shared_alternatives"]
     assert "errors coincide: on 100% of the prompts" in sel.notes()[0]
-    assert sel.record()["chosen"]["label_free"] == {"step": 20, "checkpoint_step": 20, "fallback": "last"}
+    assert sel.record()["chosen"]["label_free"] == {"step": 20, "checkpoint_step": 20, "fallback": "last_varied"}
 
 
-def test_gold_answers_of_ten_values_with_scattering_bases_fall_back_to_agreement_beyond_chance():
+def test_gold_answers_of_ten_values_with_scattering_bases_lower_the_variety_bar():
     # 100 prompts whose answers take 10 values (i mod 10); wrong answers scatter: each its own key
     gold = [str(i % 10) for i in range(100)]
 
@@ -160,8 +162,9 @@ def test_gold_answers_of_ten_values_with_scattering_bases_fall_back_to_agreement
     # the base agrees on 40 prompts, 4 per value: 40 x 39 / (10 x 4 x 3) = 13 values, 13 / 57.43 = 0.226 of the bar
     assert first["confirmed_variety"] == pytest.approx(13.0) and first["kept_if_right"] == pytest.approx(13 / bar)
     trust = sel.state["trust"]
-    assert trust["failed"] == ["kept_if_right"] and trust["fallback"] == "beyond_chance"
-    assert sel.record()["chosen"]["label_free"] == {"step": 20, "checkpoint_step": 20, "fallback": "beyond_chance"}
+    assert trust["failed"] == ["kept_if_right"] and trust["fallback"] == "capped_bar"
+    # the fallback lowers the bar to 13: the 0.90 point keeps all of it (13.84 answers), 0.819 against 0.384
+    assert sel.record()["chosen"]["label_free"] == {"step": 20, "checkpoint_step": 20, "fallback": "capped_bar"}
     assert "repeat about 13 values" in sel.notes()[0]
 
 
@@ -217,10 +220,10 @@ def test_the_checks_limits_are_where_the_verdict_turns():
     assert verdict(first(chance_agreement=CHANCE_LIMIT - 1e-9))["trusted"]
     assert verdict(first(shared_alternatives=SHARED_LIMIT))["failed"] == ["shared_alternatives"]
     assert verdict(first(shared_alternatives=SHARED_LIMIT - 1e-9))["trusted"]
-    assert verdict(first(kept_if_right=KEPT_LIMIT - 1e-9))["fallback"] == "beyond_chance"
+    assert verdict(first(kept_if_right=KEPT_LIMIT - 1e-9))["fallback"] == "capped_bar"
     assert verdict(first(kept_if_right=KEPT_LIMIT))["trusted"]
-    # agreement that is no evidence outranks the bar: the last checkpoint, not agreement beyond chance
-    assert verdict(first(kept_if_right=0.1, shared_alternatives=0.5))["fallback"] == "last"
+    # agreement that is no evidence outranks the bar: no fallback that reads the agreement
+    assert verdict(first(kept_if_right=0.1, shared_alternatives=0.5))["fallback"] == "last_varied"
 
 
 def test_shared_alternatives_confirmed_answers_and_their_repeat_variety_by_hand():
@@ -236,3 +239,47 @@ def test_shared_alternatives_confirmed_answers_and_their_repeat_variety_by_hand(
     assert repeat_variety(["a"] * 4 + ["b"] * 2 + ["c"], least=7) == pytest.approx(3.0)
     assert repeat_variety(["a"] * 4 + ["b"] * 2 + ["c"]) is None  # 7 answers: fewer than the 20 it reads
     assert repeat_variety([str(i) for i in range(30)]) is None  # no repeat seen
+
+
+def test_the_fallbacks_on_hand_built_points():
+    def pt(done, kept, collapsed=False, candidate=True, variety=(4.0, 4.0), agreement=0.5):
+        return {
+            "done": done,
+            "candidate": candidate,
+            "collapsed": collapsed,
+            "variety_kept": kept,
+            "variety": list(variety),
+            "agreement": agreement,
+            "chance_agreement": 0.0,
+            "confirmed_variety": None,
+        }
+
+    # last_varied: the last point that kept 3/4 of the bar and did not collapse; with none varied, the last not collapsed
+    points = [pt(0, 1.0, candidate=False), pt(10, 0.8), pt(20, 0.5), pt(30, 1.0, collapsed=True)]
+    assert fallback_choice(points, "last_varied")["done"] == 10
+    assert fallback_choice(points[:1] + points[2:], "last_varied")["done"] == 20
+    assert fallback_choice(points[:1] + points[3:], "last_varied") is None
+    # capped_bar: no confirmed variety on the first point, so the bar is the agents' own (4): equal scores, the later wins
+    assert fallback_choice([pt(0, 1.0, candidate=False), pt(10, 1.0), pt(20, 1.0)], "capped_bar")["done"] == 20
+    # a bar lowered to 2 values: the point with 2 answers keeps all of it (0.6 x 1) and beats 0.5 x 1 at 4 answers
+    first = pt(0, 1.0, candidate=False) | {"confirmed_variety": 2.0}
+    lowered = [first, pt(10, 1.0), pt(20, 0.5, variety=(2.0, 2.0), agreement=0.6)]
+    assert capped_scores(lowered) == [pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.6)]
+    assert fallback_choice(lowered, "capped_bar")["done"] == 20
+
+
+def test_the_study_runs_simulated_histories_through_the_selector(tmp_path):
+    """`python -m corl.studies.selection_trust`: a math-like answer file passes every check and the run's
+    choice is the score's; 4-option answers fail the chance check on every repetition."""
+    import json
+    import subprocess
+    import sys
+
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"answer": str(1000 + i)}) + "\n" for i in range(300)))
+    command = [sys.executable, "-m", "corl.studies.selection_trust", str(answers), "--kinds", "choice4"]
+    out = subprocess.run([*command, "--sizes", "100", "--repeats", "2"], capture_output=True, text=True, check=True).stdout
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:4]): line for line in out.splitlines() if line.startswith("| ")}
+    learns = rows[(tmp_path.name, "100", "learns")].split("|")
+    assert learns[4].strip() == "0/2" and learns[5] == learns[6] == learns[7]  # trusted; the score's choice is the best
+    assert rows[("choice4", "100", "collapses")].split("|")[4].strip().startswith("2/2 (chance_agreement 2")

@@ -18,10 +18,13 @@ agreeing agents and a collapsing cohort look alike, which is what the score has 
   point would keep if its answers repeated like the ones the agents agree on
   (`corl.trainer.scores.repeat_variety`).
 
-Where agreement is no evidence, label_free falls back to the last checkpoint (never a collapsed
-one); where only the variety bar is, to agreement beyond chance without the variety term. The
-verdict, the numbers it read and the fallback are in RUN/selection.json (`label_free_trust`), in
-the metrics (`select/trusted`) and on the console.
+Where agreement is no evidence, label_free falls back to the last checkpoint that kept the answers'
+variety (three quarters of the bar or more: a cohort piling onto a few of the answers loses it, one
+that learns in a small answer space keeps it); where only the variety bar is, to the label-free
+score with the bar lowered to the variety of the answers the agents agree on. Neither reads an
+answer, and neither is the best point in general: they are what is left where the score cannot
+tell. The verdict, the numbers it read and the fallback are in RUN/selection.json
+(`label_free_trust`), in the metrics (`select/trusted`) and on the console.
 
 The limits were set on simulated histories over real answer sets (`python -m
 corl.studies.selection_trust`): agreement beyond chance kept its order on math-like keys, where
@@ -33,15 +36,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from corl.trainer.scores import label_free_score
+from corl.trainer.scores import label_free_score, variety_kept
 
 CHANCE_LIMIT = 0.15  # about 7 equally common answers; MATH, GSM8K: 0.01-0.03 even when every answer is right
 SHARED_LIMIT = 0.25  # a quarter of the prompts with a second answer the agents share
 KEPT_LIMIT = 0.3  # GSM8K at 500 validation prompts: 0.20-0.26, and the variety term there preferred a 70% point to a 90% one
 
+VARIED = 0.75  # the "last_varied" fallback's bar: a point that kept at least this share of the variety bar
+
 FALLBACKS = {
-    "last": "the last checkpoint that did not collapse",
-    "beyond_chance": "the highest agreement beyond chance, without the variety term",
+    "last_varied": f"the last checkpoint that kept {VARIED:.0%} of the answers' variety",
+    "capped_bar": "the best label-free score with the variety bar lowered to the variety of the answers the agents agree on",
 }
 
 
@@ -68,7 +73,7 @@ def verdict(first: Mapping) -> dict:
             f"{first['confirmed_variety']:.0f} values, so a point answering like them everywhere would keep {kept:.0%} of "
             f"the bar (< {KEPT_LIMIT:.0%}) and learning would read as a collapse"
         )
-    fallback = "last" if {"chance_agreement", "shared_alternatives"} & set(reasons) else "beyond_chance" if reasons else None
+    fallback = "last_varied" if {"chance_agreement", "shared_alternatives"} & set(reasons) else "capped_bar" if reasons else None
     return {
         "trusted": not reasons,
         "measured_at": first["done"],
@@ -80,21 +85,32 @@ def verdict(first: Mapping) -> dict:
     }
 
 
-def beyond_chance(point: Mapping) -> float:
-    """A point's label-free score without the variety term."""
-    return label_free_score({**point, "variety_kept": None})
+def capped_scores(points: Sequence[Mapping]) -> list[float]:
+    """Every point's label-free score with the variety bar lowered to the first point's
+    `confirmed_variety` (the answers the agents agreed on there repeat about that many values)."""
+    cap = points[0].get("confirmed_variety") or float("inf")
+    out, reference = [], None
+    for p in points:
+        variety = p.get("variety") or []
+        reference = variety if reference is None or len(reference) != len(variety) else list(map(max, reference, variety))
+        capped = [min(r, cap) for r in reference]
+        out.append(label_free_score({**p, "variety_kept": variety_kept(variety, capped) if variety else None}))
+    return out
 
 
 def fallback_choice(points: Sequence[Mapping], fallback: str) -> Mapping | None:
     """The point `fallback` picks among the trained points that did not collapse (ties: the later)."""
-    candidates = [p for p in points if p["candidate"] and not p.get("collapsed")]
-    if fallback == "last" or not candidates:
-        return candidates[-1] if candidates else None
-    best = candidates[0]
-    for p in candidates[1:]:
-        if beyond_chance(p) >= beyond_chance(best):
-            best = p
-    return best
+    kept = [(p, s) for p, s in zip(points, capped_scores(points), strict=True) if p["candidate"] and not p.get("collapsed")]
+    if not kept:
+        return None
+    if fallback == "last_varied":
+        varied = [p for p, _ in kept if p.get("variety_kept", 1.0) >= VARIED]
+        return varied[-1] if varied else kept[-1][0]
+    best = kept[0]
+    for p, score in kept[1:]:
+        if score >= best[1]:
+            best = (p, score)
+    return best[0]
 
 
 def message(trust: Mapping, folder: str) -> str:
