@@ -62,18 +62,33 @@ def test_a_relative_folder_is_refused_never_sent_to_the_hub_loader(tmp_path, mon
         load_rows("a/b/c")  # more than one slash: no hub dataset is named so
 
 
+def test_a_missing_absolute_path_says_which_part_is_missing(tmp_path):
+    missing = tmp_path / "nowhere" / "train.jsonl"
+    with pytest.raises(DataError) as err:
+        load_rows(str(missing))
+    assert str(err.value) == f"dataset file '{missing}' not found ('{tmp_path}' has no 'nowhere')"
+
+
+def test_a_bad_rows_number_is_its_line_number(tmp_path):
+    path = tmp_path / "train.jsonl"
+    lines = [json.dumps({"id": str(i), "problem": f"{i}+1"}) for i in range(4)] + [json.dumps({"id": "4", "q": "x"})]
+    path.write_text("\n".join(lines) + "\n")  # line 5 has no problem
+    with pytest.raises(DataError, match=r"train.jsonl' row 5: field 'problem' is missing \(columns: id, q\)"):
+        build_problems(load_rows(str(path)), str(path), ["problem"])
+
+
 def test_missing_field_names_file_row_field_and_columns():
     rows = [ROWS[0], {"id": "c", "question": "3+3", "answer": "6"}]
     with pytest.raises(DataError) as err:
         build_problems(rows, "x.jsonl", ["problem"])
-    assert "dataset 'x.jsonl' row 1: field 'problem' is missing (columns: answer, id, question)" in str(err.value)
+    assert "dataset 'x.jsonl' row 2: field 'problem' is missing (columns: answer, id, question)" in str(err.value)
 
 
 def test_problems_carry_no_answer_and_ids_must_be_unique():
     problems, gold = build_problems(ROWS, "x", ["problem"], answer_field="answer")
     assert not hasattr(problems[0], "answer") and problems[0].texts == {"problem": "1+1"}
     assert gold == {"a": "2", "b": "4"}
-    with pytest.raises(DataError, match="id 'a' repeats row 0"):
+    with pytest.raises(DataError, match="row 2: id 'a' repeats row 1"):
         build_problems([ROWS[0], ROWS[0]], "x", ["problem"])
 
 

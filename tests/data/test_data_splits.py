@@ -41,9 +41,9 @@ def test_an_unlabeled_train_file_with_a_labeled_val_needs_no_setting(tmp_path):
 def test_a_named_column_must_exist_and_a_partial_column_is_named(tmp_path):
     train = _rows(tmp_path / "train.jsonl", 3, problem=lambda i: "x", gold=lambda i: None if i == 2 else "1")
     val = _rows(tmp_path / "val.jsonl", 2, problem=lambda i: "x", answer=lambda i: "1")
-    with pytest.raises(DataError, match=r"train.jsonl' row 0: field 'solution' is missing"):
+    with pytest.raises(DataError, match=r"train.jsonl' row 1: field 'solution' is missing"):
         load_train_data(_cfg(tmp_path, train, val, answer_field="solution"))  # named by the user: required
-    with pytest.raises(DataError, match=r"train.jsonl' row 2: field 'gold' is missing"):
+    with pytest.raises(DataError, match=r"train.jsonl' row 3: field 'gold' is missing"):
         load_train_data(_cfg(tmp_path, train, val, answer_field="gold"))
     bare = _rows(tmp_path / "bare.jsonl", 2, problem=lambda i: "x")
     with pytest.raises(

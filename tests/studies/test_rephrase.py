@@ -417,9 +417,9 @@ def test_rows_without_ids_use_the_row_index_and_duplicates_are_refused(tmp_path)
         {"problem": "b", "problem_rephrased": "R: b"},
     ]
     assert set(RewriteJournal(journal_path(tmp_path / "o.jsonl")).read()) == {"0", "1"}
-    with pytest.raises(RephraseError, match="row 1: id 'x' repeats row 0"):
+    with pytest.raises(RephraseError, match="row 2: id 'x' repeats row 1"):
         rephrase_rows([{"id": "x", "problem": "a"}, {"id": "x", "problem": "b"}], tmp_path / "d.jsonl", fake_rewriter([]))
-    with pytest.raises(RephraseError, match="row 0: field 'problem' is missing.*columns: question"):
+    with pytest.raises(RephraseError, match="row 1: field 'problem' is missing.*columns: question"):
         rephrase_rows([{"question": "a"}], tmp_path / "e.jsonl", fake_rewriter([]))
 
 

@@ -240,7 +240,7 @@ def test_rows_with_relative_image_paths_and_a_missing_image_named_by_row(tmp_pat
     path.write_text(
         '{"id": "r0", "problem": "x=?", "images": ["img/a.png"]}\n{"id": "r1", "problem": "y=?", "images": ["img/b.png"]}\n'
     )
-    with pytest.raises(DataError, match=r"row 1: image 'img/b.png'.*not found"):
+    with pytest.raises(DataError, match=r"row 2: image 'img/b.png'.*not found"):
         build_problems(load_rows(str(path)), str(path), ["problem"], image_field="images")
 
 

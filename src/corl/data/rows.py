@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,8 @@ LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
 
 class DataError(ValueError):
-    """A dataset is missing, unreadable or has a malformed row; the message says where."""
+    """A dataset is missing, unreadable or has a malformed row; the message says where (rows count
+    from 1: row N of a JSONL file without blank lines is its line N)."""
 
 
 def _looks_local(source: str) -> bool:
@@ -35,6 +37,13 @@ def _looks_local(source: str) -> bool:
     if source.endswith(LOCAL_SUFFIXES) or source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
         return True
     return "/" in source and Path(source.split("/")[0]).expanduser().is_dir()
+
+
+def _nearest(path: Path) -> str:
+    """Where a missing path stops existing: "'/data/math' has no 'train.jsonl'"."""
+    full = Path(os.path.abspath(path))
+    parent = next(p for p in full.parents if p.is_dir())  # the root at worst
+    return f"{str(parent)!r} has no {full.relative_to(parent).parts[0]!r}"
 
 
 def _refuse_folder(source: str, path: Path) -> DataError:
@@ -74,8 +83,11 @@ def load_rows(source: str, split: str | None = None) -> list[dict]:
         raise DataError(f"{source!r} is corl's built-in data source: give {source}:<split>[:<rows>], e.g. {source}:test:200")
     if _looks_local(source):
         first = source.split("/")[0]
-        why = f" (read as a path: {first!r} is a folder here)" if "/" in source and Path(first).is_dir() else ""
-        raise DataError(f"dataset file {source!r} not found{why}")
+        if first and not first.startswith((".", "~")) and "/" in source and Path(first).is_dir():
+            why = f"read as a path: {first!r} is a folder here"  # "mydata/test": not the hub's "org/name"
+        else:
+            why = _nearest(path)
+        raise DataError(f"dataset file {source!r} not found ({why})")
     try:
         import datasets
 
@@ -214,7 +226,7 @@ def row_ids(rows: Sequence[dict], source: str, id_field: str = "id") -> list[str
     for i, row in enumerate(rows):
         rid = str(row[id_field]) if row.get(id_field) is not None else str(i)
         if rid in seen:
-            raise DataError(f"dataset '{source}' row {i}: id {rid!r} repeats row {seen[rid]}; ids must be unique")
+            raise DataError(f"dataset '{source}' row {i + 1}: id {rid!r} repeats row {seen[rid] + 1}; ids must be unique")
         seen[rid] = i
         ids.append(rid)
     return ids
@@ -270,14 +282,15 @@ def build_problems(
     if answers_optional and answer_field and all(row.get(answer_field) is None for row in rows):
         answer_field = None
     for i, (pid, row) in enumerate(zip(row_ids(rows, source, id_field), rows)):
-        texts = {f: _field(row, f, source, i, "data.prompt_field or agents[].prompt_field") for f in prompt_fields}
+        number = i + 1  # rows count from 1, as a file's lines do
+        texts = {f: _field(row, f, source, number, "data.prompt_field or agents[].prompt_field") for f in prompt_fields}
         inputs = {f: row[f] for f in input_fields if f in row}
-        images = row_images(row, image_field, source, i)
+        images = row_images(row, image_field, source, number)
         if images:
             inputs[IMAGES_INPUT] = images
         problems.append(Problem(id=pid, texts=texts, inputs=inputs))
         if answer_field:
-            key[pid] = _field(row, answer_field, source, i, "data.answer_field (or null for unlabeled data)")
+            key[pid] = _field(row, answer_field, source, number, "data.answer_field (or null for unlabeled data)")
     return problems, key
 
 
@@ -292,7 +305,9 @@ def attach_wording(
     by_id = {}
     for i, row in enumerate(rows):
         if row.get(id_field) is None:
-            raise DataError(f"dataset '{source}' row {i}: field {id_field!r} is missing; rows must align with data.train by id")
+            raise DataError(
+                f"dataset '{source}' row {i + 1}: field {id_field!r} is missing; rows must align with data.train by id"
+            )
         by_id[str(row[id_field])] = (i, row)
     missing = [p.id for p in problems if p.id not in by_id]
     if missing:
@@ -304,7 +319,7 @@ def attach_wording(
     for p in problems:
         i, row = by_id[p.id]
         out.append(
-            Problem(id=p.id, texts={**p.texts, key: _field(row, field, source, i, "agents[].prompt_field")}, inputs=p.inputs)
+            Problem(id=p.id, texts={**p.texts, key: _field(row, field, source, i + 1, "agents[].prompt_field")}, inputs=p.inputs)
         )
     return out
 

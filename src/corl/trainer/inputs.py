@@ -42,7 +42,7 @@ class AgentInputs:
         from corl.vision.inputs import build_inputs, image_prompt
 
         for i, row in enumerate(self.rows[:limit]):
-            images = row_images(row, self.image_field, self.source, i) or []
+            images = row_images(row, self.image_field, self.source, i + 1) or []
             prompt = image_prompt(self.reader, self.template.text(str(row[self.field])), images)
             yield build_inputs(self.reader, [prompt.text], [list(prompt.images)])
 
@@ -52,7 +52,9 @@ def agent_inputs(cfg: RunConfig, index: int, max_rows: int, vision: bool) -> Age
     data); `vision`: its model is a vision-language model (its reader is then a processor)."""
     agent = cfg.agents[index]
     field = cfg.prompt_field(agent)
-    files = [(agent.data, cfg.data.split)] if agent.data else [(f.path, f.split or cfg.data.split) for f in cfg.data.train_files()]
+    files = (
+        [(agent.data, cfg.data.split)] if agent.data else [(f.path, f.split or cfg.data.split) for f in cfg.data.train_files()]
+    )
     source = files[0][0]  # several files (a mix): their rows together; images are read from the first one's folder
     rows = [r for path, split in files for r in load_rows(path, split)[:max_rows] if r.get(field) is not None]
     template = PromptTemplate(cfg.data.template, cfg.data.instruction, agent.chat_template)

@@ -34,7 +34,7 @@ def source_texts(rows: Sequence[dict], field: str, source: str = "dataset") -> l
         value = row.get(field)
         if not isinstance(value, str) or not value.strip():
             columns = ", ".join(sorted(row)) or "none"
-            raise RephraseError(f"{source} row {i}: field {field!r} is missing or empty (columns: {columns}); set --field")
+            raise RephraseError(f"{source} row {i + 1}: field {field!r} is missing or empty (columns: {columns}); set --field")
         texts.append(value)
     return texts
 
