@@ -13,7 +13,9 @@ from corl.studies.claims import (
     kappa_gap,
     paired_se,
     per_problem_differences,
+    problem_sums,
     ring_teacher,
+    type_sums,
 )
 from corl.studies.quickstart_options import QuickstartOptions
 from corl.studies.quickstart_summary import summarize
@@ -268,3 +270,78 @@ def test_summarize_hands_the_claims_the_split_and_the_reward_std(tmp_path):
     table = theorem_table(claims)
     assert "| per type | p_A + p_B > 1 | 2 | +50.0 ± 100.0 | 1 / 0, p = 1.000 |" in table
     assert "| per problem | p_A + p_B < 1 | 2 | -25.0 ± 50.0 | 0 / 1, p = 1.000 |" in table
+
+
+# -- claims whose precondition fails before RL: outside the design, neither held nor failed
+
+
+def test_gt_claim_is_outside_the_design_for_a_base_with_under_8_points_to_gain():
+    vectors = {
+        "base": {"a": [[0] * 2 + [1] * 18], "b": [[0] * 10 + [1] * 10]},
+        "gt": {"a": [[0] * 2 + [1] * 18], "b": [[1] * 20]},
+    }
+    # a's base: 93.5% greedy on validation, 6.5 points of room; b's 60%: a cannot gain 8, so the claim is not tested
+    claims = check_claims(vectors, {}, [], None, regime={"greedy": {"a": 0.935, "b": 0.60}})
+    c = _by_text(claims, "GT-Reward gains >= 8 points")
+    assert c["holds"] is None and c["outside"] == "base a at 93.5% on validation leaves under 8 points to gain"
+    assert c["margin"] == pytest.approx(0.0 - 0.08)  # measured all the same: a gained nothing on test
+    assert describe(c).startswith("GT-Reward gains >= 8 points for every agent: outside the design (base a at 93.5%")
+    assert "not reproduced" not in describe(c)
+    # 92% leaves exactly 8 points: inside the design, and failed here
+    at_bar = _by_text(check_claims(vectors, {}, [], None, regime={"greedy": {"a": 184 / 200, "b": 0.6}}), "GT-Reward")
+    assert at_bar["holds"] is False and at_bar["outside"] is None
+    # no validation greedy accuracy (results before the precondition): tested as before
+    assert _by_text(check_claims(vectors, {}, [], None, regime={}), "GT-Reward")["holds"] is False
+
+
+def test_theorem_split_with_no_type_below_the_line_is_outside_the_design():
+    above_only = {"sampled_by_type": {"a": {"x": 0.7, "y": 0.6}, "b": {"x": 0.6, "y": 0.5}}}  # sums 1.3 and 1.1
+    c = _by_text(check_claims({"co-rl": CORL, "ttrl": TTRL}, {}, [], None, above_only, TYPES), "Theorem 1")
+    # every problem above: per-problem d of the agents [1, 0, 0, -0.5], gain +0.125, nothing to contrast it with
+    assert c["numbers"]["above"]["gain"] == pytest.approx(0.125) and "below" not in c["numbers"]
+    assert c["holds"] is None and c["outside"] == "no problem type on the below side of p_A + p_B = 1"
+    # the per-problem split (the bases' own samples of each test problem): every sum 1.5, none below
+    sampled = {"k": 16, "accuracy": {"a": [1, 1, 1, 1], "b": [0.5, 0.5, 0.5, 0.5]}}
+    per_problem = check_claims({"co-rl": CORL, "ttrl": TTRL}, {}, [], None, base_sampled=sampled)
+    assert _by_text(per_problem, "Theorem 1")["outside"] == "no problem on the below side of p_A + p_B = 1"
+    # both sides present (REGIME: 1.3 and 0.5): tested
+    assert _by_text(check_claims({"co-rl": CORL, "ttrl": TTRL}, {}, [], None, REGIME, TYPES), "Theorem 1")["outside"] is None
+
+
+def test_theorem_teacher_sums_add_the_agents_ring_teacher_not_itself_nor_its_student():
+    # three agents: a is taught by c, b by a, c by b (Co-RL's ring). Per type x: a 0.7, b 0.2, c 0.5
+    per_type = {"a": {"x": 0.7}, "b": {"x": 0.2}, "c": {"x": 0.5}}
+    # a + c = 1.2 (above), b + a = 0.9 (below), c + b = 0.7 (below); a + a would be 1.4, a + b (its student) 0.9
+    assert type_sums(per_type, ["x", "x"]) == {"a": [1.2, 1.2], "b": [pytest.approx(0.9)] * 2, "c": [0.7, 0.7]}
+    # per problem, from each base's own samples: the same ring
+    assert problem_sums({"a": [0.7, 0.1], "b": [0.2, 0.9], "c": [0.5, 0.5]}) == {
+        "a": [1.2, 0.6],
+        "b": [pytest.approx(0.9), 1.0],
+        "c": [0.7, 1.4],
+    }
+    # through the claim: a's problems sit above the line, b's and c's below
+    vectors = {
+        "co-rl": {"a": [[1, 1]], "b": [[0, 0]], "c": [[0, 0]]},
+        "ttrl": {"a": [[0, 0]], "b": [[0, 0]], "c": [[0, 0]]},
+    }
+    regime = {"sampled_by_type": per_type}
+    c = _by_text(check_claims(vectors, {}, [], None, regime, ["x", "x"]), "Theorem 1")
+    # above: a's two problems, gain 1 each; below: b's and c's, gain 0: holds, margin min(1, -0) = 0
+    assert c["numbers"]["above"]["gain"] == 1.0 and c["numbers"]["below"]["gain"] == 0.0 and c["holds"]
+    assert c["numbers"]["above"]["problems"] == 2 and c["numbers"]["below"]["problems"] == 2
+
+
+def test_the_seeds_summary_counts_a_claim_outside_the_design_as_neither():
+    from corl.studies.seeds import per_seed, summary
+
+    def seed(holds) -> dict:
+        gt = {"claim": "GT", "holds": holds, "margin": 0.1, "noise": 0.2, "within_noise": True, "numbers": {}}
+        corl = {**gt, "claim": "Co-RL", "holds": True}
+        methods = {m: {"a": {"greedy": {"mean": 0.5}}} for m in ("base", "ttrl", "co-rl", "gt")}
+        return {"claims": [gt, corl], "methods": methods, "families": {"a": "A"}, "wall_time_s": 1.0}
+
+    runs = {0: seed(True), 1: seed(None), 2: seed(False)}
+    rows = "\n".join(per_seed(runs))
+    assert "| 0 | ✓ | ✓ | 2/2 |" in rows and "| 1 | ○ | ✓ | 1/1 (1 ○) |" in rows and "| 2 | ✗ | ✓ | 1/2 |" in rows
+    assert "○: outside the design on that seed" in rows
+    assert "| GT | 10.0 ± 0.0 | 1/2 (1 outside) | 3/3 |" in summary(runs)

@@ -1,11 +1,17 @@
 """The paper's expectations, checked on the embedded default's measurements, each with the
 margin it held (or failed) by and the noise of that margin.
 
-A claim is a dict: {"claim", "holds", "margin", "noise", "within_noise", "numbers"}.
+A claim is a dict: {"claim", "holds", "margin", "noise", "within_noise", "numbers", "outside"}.
 `margin` is the measured quantity minus the claim's threshold (positive = holds); `noise`
 is two standard errors of that margin over the test problems (None where there is no
 per-problem measurement to estimate it from); `within_noise` is |margin| < noise: the
 verdict could flip on another draw of the test set or another seed.
+
+A claim whose precondition fails before any RL is outside the design, not failed: `outside`
+says which precondition (checked on the validation split, or on the bases' own samples), and
+`holds` is None. GT-Reward cannot gain 8 points for an agent whose base leaves fewer than 8 to
+gain on validation; Theorem 1's split predicts a gain above the line p_A + p_B = 1 and none below,
+which a study with no problem type on one side of the line cannot test.
 
 Per-problem runs (0/1 correctness on the same test problems, one list per RL seed) give
 paired standard errors clustered by problem (`paired_se`). Kappa's noise is a bootstrap
@@ -68,7 +74,24 @@ def claim(text: str, margin: float, noise: float | None, numbers: dict, strict: 
         "noise": noise,
         "within_noise": noise is not None and abs(margin) < noise,
         "numbers": numbers,
+        "outside": None,
     }
+
+
+def outside_design(c: dict | None, why: str | None) -> dict | None:
+    """`c` marked outside the design where `why` (its failed precondition) is given: neither held nor failed."""
+    if c is not None and why:
+        c["outside"], c["holds"] = why, None
+    return c
+
+
+def room_to_gain(greedy: dict[str, float] | None, gain: float = GT_GAIN) -> str | None:
+    """GT-Reward's precondition: every agent's base leaves at least `gain` to gain (validation greedy accuracy)."""
+    short = {a: acc for a, acc in (greedy or {}).items() if acc > 1.0 - gain}  # (1 - 0.92 < 0.08 in floats)
+    if not short:
+        return None
+    names = ", ".join(f"{a} at {100 * acc:.1f}%" for a, acc in short.items())
+    return f"base {names} on validation leaves under {100 * gain:.0f} points to gain"
 
 
 def beats_base(vectors: dict, method: str, text: str, threshold: float = 0.0) -> dict | None:
@@ -168,7 +191,12 @@ def _side(diffs: dict[int, list[float]]) -> dict:
 
 
 def peer_gain_split(
-    vectors: dict, sums: dict[str, Sequence[float]], text: str, better: str = "co-rl", worse: str = "ttrl"
+    vectors: dict,
+    sums: dict[str, Sequence[float]],
+    text: str,
+    better: str = "co-rl",
+    worse: str = "ttrl",
+    unit: str = "problem type",
 ) -> dict | None:
     """Theorem 1's prediction: `better`'s gain over `worse` is positive where p_A + p_B > 1, not where it is below.
 
@@ -177,11 +205,13 @@ def peer_gain_split(
         sums: agent -> [problems] p of the agent plus p of its teacher (the agent it learns from in
             Co-RL's ring), the bases' sampled accuracies before RL; a sum of exactly 1 is on the line
             and counted on neither side.
+        unit: what `sums` places on a side ("problem type", or "problem"), for the message.
     Returns:
-        The claim: holds iff the gain above the line is > 0 and the gain below is <= 0 (a side
-        without problems is not tested); the margin is the weaker side's (gain above, minus the
-        gain below) with that side's noise (two standard errors over problems). The numbers hold
-        each side's gain, noise, problem count and a sign test over its problems.
+        The claim: holds iff the gain above the line is > 0 and the gain below is <= 0; outside
+        the design where one side has no problem (the prediction is about the contrast); the
+        margin is the weaker side's (gain above, minus the gain below) with that side's noise (two
+        standard errors over problems). The numbers hold each side's gain, noise, problem count
+        and a sign test over its problems.
     """
     if better not in vectors or worse not in vectors:
         return None
@@ -196,6 +226,7 @@ def peer_gain_split(
     numbers = {side: _side(diffs) for side, diffs in sides.items() if diffs}
     if not numbers:
         return None
+    empty = [side for side in ("above", "below") if side not in numbers]
     checks = []
     if "above" in numbers:
         checks.append((numbers["above"]["gain"], numbers["above"]["noise"]))
@@ -204,7 +235,7 @@ def peer_gain_split(
     margin, noise = min(checks, key=lambda c: c[0])
     c = claim(text, margin, noise, numbers)
     c["holds"] = numbers.get("above", {"gain": 1})["gain"] > 0 and numbers.get("below", {"gain": 0})["gain"] <= 0
-    return c
+    return outside_design(c, empty and f"no {unit} on the {empty[0]} side of p_A + p_B = 1")
 
 
 def ring_teacher(names: Sequence[str]) -> dict[str, str]:
@@ -246,7 +277,7 @@ def theorem_claims(vectors: dict, regime: dict | None, types: Sequence[str] | No
         found.append(peer_gain_split(vectors, type_sums(regime["sampled_by_type"], types), text))
     if base_sampled and base_sampled["k"] >= PER_PROBLEM_MIN_SAMPLES:
         text = f"Theorem 1: Co-RL gains over TTRL where per-problem p_A + p_B > 1, not below ({base_sampled['k']} samples each)"
-        found.append(peer_gain_split(vectors, problem_sums(base_sampled["accuracy"]), text))
+        found.append(peer_gain_split(vectors, problem_sums(base_sampled["accuracy"]), text, unit="problem"))
     return [c for c in found if c is not None]
 
 
@@ -266,14 +297,18 @@ def check_claims(
         pooled: method -> {"correct": [seeds][problems] pooled-majority correctness, "k": votes}.
         diversity: corl.studies.diversity pair rows (with "correct_a"/"correct_b" for the bootstrap).
         std: method -> mean normalized reward std late in training (or None).
-        regime: corl.studies.quickstart.regime's measurement of the bases (or None).
+        regime: corl.studies.quickstart.regime's measurement of the bases (or None); its "greedy"
+            (agent -> validation greedy accuracy) is GT-Reward's precondition.
         types: [problems] the test problems' types (the per-type split of Theorem 1's claim).
         base_sampled: {"k": samples per problem, "accuracy": agent -> [problems] share of the
             base's T=1 samples correct} on the test problems (the per-problem split).
     """
     found = [
         *theorem_claims(vectors, regime, types, base_sampled),
-        beats_base(vectors, "gt", f"GT-Reward gains >= {100 * GT_GAIN:.0f} points for every agent", threshold=GT_GAIN),
+        outside_design(
+            beats_base(vectors, "gt", f"GT-Reward gains >= {100 * GT_GAIN:.0f} points for every agent", threshold=GT_GAIN),
+            room_to_gain((regime or {}).get("greedy")),
+        ),
         beats_base(vectors, "co-rl", "Co-RL above Base for every agent"),
         cohort_average(vectors, "co-rl", "ttrl", "Co-RL >= TTRL on the cohort average"),
         ensembles(pooled, "co-rl", "ttrl"),
@@ -286,6 +321,8 @@ def check_claims(
 def describe(c: dict) -> str:
     """One line of the report: verdict, margin, noise."""
     verdict = "reproduced" if c["holds"] else "**not reproduced**"
+    if c.get("outside"):
+        verdict = f"outside the design ({c['outside']})"
     if c["noise"] is None:
         size = f"margin {c['margin']:+.3f} (no noise estimate)"
     else:

@@ -87,7 +87,9 @@ def regime(base_val: dict[str, dict]) -> dict:
     pair_sums = {
         f"{a}+{b}": {t: per_agent[a][t] + per_agent[b][t] for t in types} for i, a in enumerate(names) for b in names[i + 1 :]
     }
-    return {"sampled_by_type": per_agent, "pair_sums": pair_sums, "sampled": {n: base_val[n]["avg@4"] for n in names}}
+    sampled = {n: base_val[n]["avg@4"] for n in names}
+    greedy = {n: base_val[n]["greedy"] for n in names}  # GT-Reward's room to gain (corl.studies.claims.room_to_gain)
+    return {"sampled_by_type": per_agent, "pair_sums": pair_sums, "sampled": sampled, "greedy": greedy}
 
 
 def evaluate_model(model, tokenizer, test, opts: QuickstartOptions, k: int = 4, seed: int = 0, processor=None) -> dict:

@@ -258,7 +258,9 @@ def write_report(results: dict, out: Path) -> Path:
     ]
     lines += [
         "Margin: the measured quantity minus the claim's threshold (positive = holds). ± is two standard errors over "
-        "the test problems (paired; kappa: bootstrap); 'within noise' means the verdict could flip on another draw.",
+        "the test problems (paired; kappa: bootstrap); 'within noise' means the verdict could flip on another draw. "
+        "'Outside the design': the claim's precondition failed before RL (a base with under 8 points to gain on "
+        "validation; no problem type on one side of Theorem 1's line), so this run does not test it.",
         "",
     ]
     for claim in results["claims"]:

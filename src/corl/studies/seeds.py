@@ -109,10 +109,14 @@ def per_seed(runs: dict[int, dict]) -> list[str]:
         method = [c for c in r["claims"] if not c["claim"].startswith("Theorem 1")]
         avg = {m: 100 * statistics.fmean(e["greedy"]["mean"] for e in agents.values()) for m, agents in r["methods"].items()}
         accs = f"{avg.get('base', 0):.1f} → {avg.get('ttrl', 0):.1f} / {avg.get('co-rl', 0):.1f} / {avg.get('gt', 0):.1f}"
-        cells = ["-" if t not in verdicts else ("✓" if verdicts[t] else "✗") for t in texts]
-        held = f"{sum(c['holds'] for c in method)}/{len(method)}"
+        cells = ["-" if t not in verdicts else {True: "✓", False: "✗", None: "○"}[verdicts[t]] for t in texts]
+        tested = [c for c in method if c["holds"] is not None]  # None: outside the design (its precondition failed)
+        outside = len(method) - len(tested)
+        held = f"{sum(c['holds'] for c in tested)}/{len(tested)}" + (f" ({outside} ○)" if outside else "")
         lines.append(f"| {s} | " + " | ".join(cells) + f" | {held} | {accs} | {r['wall_time_s']:.0f} | {r.get('cpu_seconds')} |")
     lines += [""] + [f"- c{i + 1}: {t}" for i, t in enumerate(texts)]
+    if any(c["holds"] is None for r in runs.values() if "failed" not in r for c in r["claims"]):
+        lines += ["", "○: outside the design on that seed (its precondition failed on validation: corl.studies.claims)"]
     return lines
 
 
@@ -130,9 +134,10 @@ def summary(all_runs: dict[int, dict]) -> str:
     for text in texts:
         found = [c for s in seeds for c in runs[s]["claims"] if c["claim"] == text]
         margins = [c["margin"] for c in found]
-        held = sum(c["holds"] for c in found)
+        held = f"{sum(c['holds'] is True for c in found)}/{sum(c['holds'] is not None for c in found)}"
+        held += f" ({sum(c['holds'] is None for c in found)} outside)" if any(c["holds"] is None for c in found) else ""
         noisy = sum(c["within_noise"] for c in found)
-        lines.append(f"| {text} | {_ms(margins)} | {held}/{len(found)} | {noisy}/{len(found)} |")
+        lines.append(f"| {text} | {_ms(margins)} | {held} | {noisy}/{len(found)} |")
     together = pooled_claims(runs)
     if together:
         lines += ["", "Over all seeds together (margin ± two standard errors paired per problem, points):", ""]
