@@ -6,7 +6,12 @@ whose YAML names the configs) and `datasets.load_dataset` reads it as it would r
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import socket
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -84,7 +89,7 @@ def test_a_short_split_or_a_changed_schema_is_refused_and_nothing_is_written(tmp
     assert not (out / "humaneval" / "test.jsonl").exists()
     _repo(mirror, "HuggingFaceH4/MATH-500", {"test.jsonl": [{"question": "q", "answer": "1"}] * 500})
     result = runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)])
-    assert result.exit_code == 2 and "record 0 has no field 'unique_id' (fields: answer, question)" in " ".join(
+    assert result.exit_code == 2 and "record 1 has no field 'unique_id' (fields: answer, question)" in " ".join(
         result.output.split()
     )
     result = runner.invoke(app, ["data", "math-500", "--out", str(out)])
@@ -101,3 +106,133 @@ def test_the_suite_reads_what_corl_data_wrote(tmp_path, monkeypatch):
     assert default_data_root() != tmp_path / "data"  # a folder named data is not enough
     (tmp_path / "data" / "MANIFEST.json").write_text("{}")
     assert default_data_root() == tmp_path / "data"
+
+
+# -- what "good" means offline: the copy's own record of the hub's digests ----------------------------
+
+MATH500 = [{"problem": f"p{i}", "solution": "s", "answer": f"{i}", "subject": "Algebra", "level": 3, "unique_id": f"test/a/{i}.json"}
+           for i in range(500)]  # fmt: skip
+
+
+def _git(repo, *args):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": os.environ["PATH"], "HOME": str(repo)}  # fmt: skip
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def _change_one_answer(path):
+    text = path.read_text()
+    path.write_text(text.replace('"answer": "7"', '"answer": "8"', 1))
+
+
+def _said(result) -> str:
+    return " ".join(result.output.split())
+
+
+def test_a_git_clone_with_one_answer_changed_is_refused_and_nothing_is_written(tmp_path):
+    mirror, out = tmp_path / "hub", tmp_path / "data"
+    repo = _repo(mirror, "HuggingFaceH4/MATH-500", {"test.jsonl": MATH500})
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "published")
+    _change_one_answer(repo / "test.jsonl")
+    result = runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)])
+    assert result.exit_code == 2 and "test.jsonl differs from the git clone's commit" in _said(result), result.output
+    assert "(nothing was written)" in _said(result) and not out.exists()
+    _git(repo, "checkout", "--", "test.jsonl")  # the file as published: written, recorded with its commit
+    assert runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)]).exit_code == 0
+    entry = json.loads((out / "MANIFEST.json").read_text())["math500/test.jsonl"]
+    assert entry["verified"] is True and entry["copy"] == "git clone" and entry["revision"] == _git(repo, "rev-parse", "HEAD")
+
+
+def test_a_git_lfs_file_is_checked_against_its_pointer(tmp_path):
+    mirror, out = tmp_path / "hub", tmp_path / "data"
+    repo = _repo(mirror, "HuggingFaceH4/MATH-500", {"test.jsonl": MATH500})
+    data = (repo / "test.jsonl").read_bytes()
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{hashlib.sha256(data).hexdigest()}\nsize {len(data)}\n"
+    (repo / "test.jsonl").write_text(pointer)  # the commit holds the pointer, as the hub's repositories do
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "published")
+    result = runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)])
+    assert result.exit_code == 2 and "is a Git LFS pointer, not the data: run `git lfs pull`" in _said(result)
+    (repo / "test.jsonl").write_bytes(data)  # what `git lfs pull` puts there
+    assert runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)]).exit_code == 0
+    _change_one_answer(repo / "test.jsonl")
+    result = runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out / "again")])
+    assert result.exit_code == 2 and "differs from the git clone's commit" in _said(result) and not (out / "again").exists()
+
+
+def test_an_hf_download_copy_is_checked_against_the_etags_it_recorded(tmp_path):
+    from corl.data.mirror import git_blob_sha1
+
+    mirror, out = tmp_path / "hub", tmp_path / "data"
+    repo = _repo(mirror, "HuggingFaceH4/MATH-500", {"test.jsonl": MATH500})
+    meta = repo / ".cache" / "huggingface" / "download"
+    meta.mkdir(parents=True)
+    # huggingface_hub's record of each file: the commit, its ETag (the git SHA-1 of a non-LFS file), a time
+    (meta / "test.jsonl.metadata").write_text(f"abc123\n{git_blob_sha1((repo / 'test.jsonl').read_bytes())}\n1.0\n")
+    assert runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)]).exit_code == 0
+    assert json.loads((out / "MANIFEST.json").read_text())["math500/test.jsonl"]["revision"] == "abc123"
+    (repo / "extra.jsonl").write_text("{}\n")
+    result = runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)])
+    assert result.exit_code == 2 and "extra.jsonl: not a file of the hf download's commit abc123" in _said(result)
+    (repo / "extra.jsonl").unlink()
+    _change_one_answer(repo / "test.jsonl")
+    result = runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)])
+    assert result.exit_code == 2 and "differs from the hf download's commit abc123" in _said(result)
+
+
+def test_a_plain_folder_is_written_as_unverified_and_verify_says_so(tmp_path):
+    mirror, out = tmp_path / "hub", tmp_path / "data"
+    _repo(mirror, "HuggingFaceH4/MATH-500", {"test.jsonl": MATH500})
+    result = runner.invoke(app, ["data", "math500", "--mirror", str(mirror), "--out", str(out)])
+    assert result.exit_code == 0 and "is a plain folder, with no record of the hub's digests" in _said(result)
+    assert json.loads((out / "MANIFEST.json").read_text())["math500/test.jsonl"]["verified"] is False
+    result = runner.invoke(app, ["data", "--verify", "--out", str(out)])
+    assert result.exit_code == 0 and "note: 1 of them came from a mirror with no record" in _said(result)
+
+
+def test_a_damaged_manifest_is_one_error(tmp_path):
+    (tmp_path / "MANIFEST.json").write_text('{"math500/test.jsonl": {"sha256": "ab", "rows"')
+    result = runner.invoke(app, ["data", "--verify", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"error: {tmp_path / 'MANIFEST.json'} is damaged (not valid JSON: Expecting ':' delimiter at line 1): " in _said(
+        result
+    )
+    assert "write the datasets again (corl data NAME ...), or restore the file" in _said(result)
+    (tmp_path / "MANIFEST.json").write_text('["math500/test.jsonl"]')
+    assert "is damaged (not a JSON object of files)" in _said(runner.invoke(app, ["data", "--verify", "--out", str(tmp_path)]))
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on: every connection to it is refused at once, as offline."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _corl_data(tmp_path, **env):
+    full = {**os.environ, "HF_HOME": str(tmp_path / "hf"), **env}
+    full.pop("HF_DATASETS_OFFLINE", None)
+    full.pop("HF_HUB_OFFLINE", None)
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "corl", "data", "gsm8k", "--out", str(tmp_path / "data")],
+                          capture_output=True, text=True, env=full, timeout=300)  # fmt: skip
+
+
+def test_an_unreachable_hub_fails_at_once_and_names_mirror(tmp_path):
+    done = _corl_data(tmp_path, HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2 and "Traceback" not in said, said
+    # one metadata request, refused: not the download's five retries ("Retrying in 1s [Retry 1/5]"), about 30 s
+    assert "Retry" not in said
+    assert "gsm8k: the Hugging Face hub cannot be reached to read openai/gsm8k (ConnectError" in said
+    assert (
+        "give a local copy with --mirror DIR: DIR/openai/gsm8k, a `git clone https://huggingface.co/datasets/openai/gsm8k`"
+        in said
+    )
+    offline = _corl_data(tmp_path, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    said = " ".join((offline.stdout + offline.stderr).split())
+    assert offline.returncode == 2 and "Traceback" not in said and "Retry" not in said, said
+    assert "--mirror DIR: DIR/openai/gsm8k" in said

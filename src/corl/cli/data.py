@@ -5,6 +5,9 @@ corl data math500 math gsm8k          # -> data/math500/test.jsonl, data/math/tr
 corl data humaneval mbpp --out /scratch/corl-data
 corl data mathvista --mirror /datasets/hf   # a local copy of the hub: /datasets/hf/AI4Math/MathVista
 corl data --verify                    # sha256 of every written file against data/MANIFEST.json
+
+Offline, --mirror reads a copy of each dataset's hub repository (a `git clone` or an `hf download
+--local-dir`), checked file by file against the digests it recorded; corl.data.mirror says how.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ import typer
 def data_command(
     names: list[str] = typer.Argument(None, help="Datasets to write (see --list); none with --verify or --list."),
     out: Path = typer.Option(Path("data"), "--out", help="Folder the files go into (<out>/<name>/<split>.jsonl)."),
-    mirror: Path | None = typer.Option(None, "--mirror", help="Read <mirror>/<owner>/<name> instead of the hub."),
+    mirror: Path | None = typer.Option(
+        None,
+        "--mirror",
+        help="Read <mirror>/<owner>/<name> instead of the hub: a git clone or `hf download --local-dir` of the dataset's "
+        "hub repository, each file checked against the digests the copy recorded (a plain folder: written, recorded unverified).",
+    ),
     list_: bool = typer.Option(False, "--list", help="List the datasets, their hub ids and files."),
     check: bool = typer.Option(False, "--verify", help="Check every file of <out>/MANIFEST.json against its sha256."),
 ) -> None:
@@ -25,7 +33,7 @@ def data_command(
     from rich.markup import escape
 
     from corl.cli.output import console as make_console
-    from corl.data.catalog import CATALOG, CatalogError, verify, write_dataset
+    from corl.data.catalog import CATALOG, CatalogError, unverified, verify, write_dataset
 
     console, err = make_console(highlight=False, soft_wrap=True), make_console(stderr=True, highlight=False, soft_wrap=True)
     if list_:
@@ -41,6 +49,13 @@ def data_command(
             if problems:
                 raise typer.Exit(1)
             console.print(f"every file of {out / 'MANIFEST.json'} matches its sha256", emoji=False)
+            unchecked = unverified(out)
+            if unchecked:
+                console.print(
+                    f"note: {len(unchecked)} of them came from a mirror with no record of the hub's digests, unverified: "
+                    f"{escape(', '.join(unchecked))}",
+                    emoji=False,
+                )
             return
         if not names:
             err.print("error: name the datasets to write (corl data --list shows them), or give --verify", emoji=False)

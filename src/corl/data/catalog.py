@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from corl.data.mirror import MirrorCheck, MirrorError, check_mirror
 
 MANIFEST = "MANIFEST.json"
 
@@ -143,24 +146,62 @@ CATALOG: dict[str, CatalogEntry] = {
 }  # fmt: skip
 
 
-def _source(entry: CatalogEntry, mirror: str | Path | None) -> str:
+HUB_PROBE_TIMEOUT_S = 10.0  # one metadata request; datasets' own download retries take 30 s and more offline
+
+
+def _mirror_hint(entry: CatalogEntry) -> str:
+    return (
+        f"give a local copy with --mirror DIR: DIR/{entry.hub}, a `git clone https://huggingface.co/datasets/{entry.hub}` "
+        f"or `hf download {entry.hub} --repo-type dataset --local-dir DIR/{entry.hub}` made where the hub is reachable"
+    )
+
+
+def _source(entry: CatalogEntry, mirror: str | Path | None) -> tuple[str, MirrorCheck | None]:
+    """What `datasets` reads: the hub id (reachable, or its cache offline), or the checked local copy."""
     if mirror is None:
-        return entry.hub
+        _probe_hub(entry)
+        return entry.hub, None
     local = Path(mirror) / entry.hub
     if not local.is_dir():
         raise CatalogError(f"{entry.name}: --mirror has no {local} (a copy of the hub's {entry.hub})")
-    return str(local)
+    try:
+        return str(local), check_mirror(local)
+    except MirrorError as err:
+        raise CatalogError(f"{entry.name}: {err}") from None
 
 
-def _records(entry: CatalogEntry, split: str, mirror) -> Iterable[dict]:
+def _offline() -> bool:
+    names = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on") for v in names)
+
+
+def _probe_hub(entry: CatalogEntry) -> None:
+    """One metadata request before `datasets` tries (and retries) its downloads: an unreachable hub is said
+    in seconds, with what to do. Offline (HF_HUB_OFFLINE, HF_DATASETS_OFFLINE) `datasets` reads its cache."""
+    if _offline():
+        return
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        HfApi().dataset_info(entry.hub, timeout=HUB_PROBE_TIMEOUT_S)
+    except HfHubHTTPError:
+        return  # the hub answered (a gated or moved dataset): loading says what it is
+    except Exception as err:  # why: no connection, DNS, timeout (the HTTP client's own error types)
+        raise CatalogError(
+            f"{entry.name}: the Hugging Face hub cannot be reached to read {entry.hub} ({type(err).__name__}: {err}); "
+            f"{_mirror_hint(entry)} (or set HF_DATASETS_OFFLINE=1 to read it from the datasets cache)"
+        ) from None
+
+
+def _records(entry: CatalogEntry, split: str, source: str) -> Iterable[dict]:
     import datasets
 
     try:
-        return datasets.load_dataset(_source(entry, mirror), entry.config, split=split)
-    except CatalogError:
-        raise
+        return datasets.load_dataset(source, entry.config, split=split)
     except Exception as err:  # datasets raises many types (network, missing config, missing split)
-        raise CatalogError(f"{entry.name}: could not load {entry.hub} (config {entry.config}, split {split}): {err}") from err
+        hint = f"; {_mirror_hint(entry)}" if source == entry.hub else ""
+        raise CatalogError(f"{entry.name}: could not load {source} (config {entry.config}, split {split}): {err}{hint}") from err
 
 
 def _row(entry: CatalogEntry, record: dict, split: str, i: int) -> dict:
@@ -168,7 +209,7 @@ def _row(entry: CatalogEntry, record: dict, split: str, i: int) -> dict:
         return entry.to_row(record, split, i)
     except KeyError as err:  # the hub's schema changed: say where, not a traceback
         fields = ", ".join(sorted(record))
-        raise CatalogError(f"{entry.name}: {entry.hub} {split} record {i} has no field {err} (fields: {fields})") from None
+        raise CatalogError(f"{entry.name}: {entry.hub} {split} record {i + 1} has no field {err} (fields: {fields})") from None
 
 
 def _sha256(path: Path) -> str:
@@ -197,10 +238,17 @@ def write_dataset(name: str, out: str | Path, mirror: str | Path | None = None, 
         hint = f"; did you mean {near[0]!r}?" if near else ""
         raise CatalogError(f"unknown dataset {name!r}{hint} (known: {', '.join(CATALOG)})")
     entry, out = CATALOG[name], Path(out)
+    source, check = _source(entry, mirror)  # a mirror is checked whole before anything is read from it
+    origin = _origin(entry, mirror, check)
+    if check is not None and not check.verified:
+        say(
+            f"warning: {source} is a plain folder, with no record of the hub's digests to check it against: "
+            f"{name} is written and recorded as unverified in {MANIFEST} (a git clone or an `hf download` copy is checked)"
+        )
     written: dict[str, dict] = {}
     for part in entry.parts:
         path = out / name / part.file
-        records = _records(entry, part.split, mirror)
+        records = _records(entry, part.split, source)
         if entry.vision is not None:
             from corl.vision.datasets import export_split
 
@@ -215,19 +263,45 @@ def write_dataset(name: str, out: str | Path, mirror: str | Path | None = None, 
             _write_jsonl(rows, path)
         if entry.vision is not None and part.rows is not None and count != part.rows:
             raise CatalogError(f"{name}: {part.split} has {count} rows, the published split {part.rows}")
-        written[f"{name}/{part.file}"] = {"sha256": _sha256(path), "rows": count, "hub": entry.hub, "split": part.split}
+        written[f"{name}/{part.file}"] = {"sha256": _sha256(path), "rows": count, "split": part.split, **origin}
         say(f"{path}: {count:,} rows")
     _update_manifest(out, written)
     return written
 
 
+def _origin(entry: CatalogEntry, mirror, check: MirrorCheck | None) -> dict:
+    """Where a file came from, for MANIFEST.json: the hub id, and for a mirror its folder, the commit its
+    copy records and whether its files were checked against that commit's digests."""
+    if check is None:
+        return {"hub": entry.hub, "source": "hub", "verified": True}
+    return {"hub": entry.hub, "source": str(Path(mirror) / entry.hub), "copy": check.how, "revision": check.revision,
+            "verified": check.verified}  # fmt: skip
+
+
 def _update_manifest(out: Path, written: dict[str, dict]) -> None:
     path = out / MANIFEST
-    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    manifest = _read_manifest(path) if path.is_file() else {}
     manifest.update(written)
     tmp = path.with_name(MANIFEST + ".tmp")
     tmp.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def _read_manifest(path: Path) -> dict[str, dict]:
+    """MANIFEST.json as written: {file: {"sha256", "rows", ...}}; a damaged one is one error saying what to do."""
+    again = "write the datasets again (corl data NAME ...), or restore the file"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path} is not UTF-8 text: {again}") from None
+    except json.JSONDecodeError as err:
+        raise CatalogError(f"{path} is damaged (not valid JSON: {err.msg} at line {err.lineno}): {again}") from None
+    if not isinstance(manifest, dict):
+        raise CatalogError(f"{path} is damaged (not a JSON object of files): {again}")
+    for rel, entry in manifest.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            raise CatalogError(f"{path} is damaged (its entry {rel!r} has no sha256): {again}")
+    return manifest
 
 
 def verify(out: str | Path) -> list[str]:
@@ -237,10 +311,15 @@ def verify(out: str | Path) -> list[str]:
     if not path.is_file():
         raise CatalogError(f"{path} not found: write the datasets first (corl data NAME ...)")
     problems = []
-    for rel, want in json.loads(path.read_text(encoding="utf-8")).items():
+    for rel, want in _read_manifest(path).items():
         file = out / rel
         if not file.is_file():
             problems.append(f"{file}: missing")
         elif _sha256(file) != want["sha256"]:
             problems.append(f"{file}: sha256 differs from {MANIFEST} (changed since it was written)")
     return problems
+
+
+def unverified(out: str | Path) -> list[str]:
+    """The files of `out/MANIFEST.json` written from a mirror that nothing could check (a plain folder)."""
+    return [rel for rel, entry in _read_manifest(Path(out) / MANIFEST).items() if entry.get("verified") is False]
