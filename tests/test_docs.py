@@ -84,12 +84,18 @@ def test_the_site_builds_with_strict_link_checking(tmp_path):
     done = build_site(ROOT, tmp_path / "site")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
+    # the home page links the README it points at; the site shows the README, its links the site's own
+    assert 'href="readme/"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    readme = (tmp_path / "site" / "readme" / "index.html").read_text(encoding="utf-8")
+    assert "corl quickstart" in readme and 'href="../studies/"' in readme
 
 
 def test_a_broken_link_fails_the_build(tmp_path):
     pytest.importorskip("mkdocs")
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
-    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    for name in ("mkdocs.yml", "README.md", "scripts/mkdocs_readme.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
     with (tmp_path / "docs" / "index.md").open("a") as f:
         f.write("\n[a page that moved](runs.md#no-such-section)\n")
     done = build_site(tmp_path, tmp_path / "site")

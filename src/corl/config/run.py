@@ -33,18 +33,26 @@ class RunConfig(_Strict):
     @classmethod
     def _import_plugins(cls, raw: Any) -> Any:
         import importlib
+        import os
+        import sys
 
-        for module in (raw.get("plugins") or []) if isinstance(raw, dict) else []:
+        modules = (raw.get("plugins") or []) if isinstance(raw, dict) else []
+        if modules and os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.append(os.getcwd())  # a module beside the config, as `python -m corl` would find it
+        for module in modules:
             try:
                 importlib.import_module(module)
             except ImportError as err:
-                raise ValueError(f"plugins: cannot import {module!r}: {err}") from None
+                raise ValueError(
+                    f"plugins: cannot import {module!r}: {err} (a module in the working directory or on PYTHONPATH)"
+                ) from None
         return raw
 
     plugins: list[str] = Field(
         default_factory=list,
         description="Modules imported before anything is looked up by name: your own rollout engines, label sources, "
-        "rewards or task kinds, registered when their module is imported.",
+        "rewards or task kinds, registered when their module is imported (found in the working directory too, as "
+        "`python -m` finds it; docs/own-experiment.md has a reward).",
     )
     output_dir: str = Field(
         "runs/corl",
