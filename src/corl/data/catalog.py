@@ -12,8 +12,9 @@ schema `data.prompt_field: problem` and `data.answer_field: answer` read, so a c
 file and nothing else. Vision sets are written in their own fields with their images beside
 them (`corl.vision.datasets.export_split`), as `vision:<name>:<file>` reads them.
 
-A hub id can be pointed at a local copy (`--mirror DIR`: DIR/<owner>/<name>, e.g. a `git clone`
-of the dataset repository), for machines without the hub. Each written file's sha256 and row
+A hub id can be pointed at a local copy (`--mirror DIR`: DIR/<owner>/<name>, a `git clone` or an
+`hf download --local-dir` of the dataset repository), for machines without the hub; every file of
+the copy is checked against the digests it recorded first (`corl.data.mirror`). Each written file's sha256 and row
 count go into `MANIFEST.json`; the row counts of the published splits are checked on write,
 so a truncated download is an error, not a smaller benchmark.
 """
