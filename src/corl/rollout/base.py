@@ -23,6 +23,10 @@ class SamplingParams:
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     max_new_tokens: int = 256
+    # A completion ends at the first of these strings, which is dropped from its text (vLLM's
+    # `stop`, generate's `stop_strings`): a base model prompted few-shot goes on to write the
+    # next question, and its answer is the text before it.
+    stop: tuple[str, ...] = ()
 
 
 Prompt = str | ImagePrompt
@@ -56,6 +60,8 @@ class Rollout:
     # distribution's log-probs (vLLM's processed_logprobs, the HF engine's warped scores); the
     # update scores the same one (grpo.nucleus_logits).
     top_p: float = 1.0
+    # [N] bool: the completion ended at a stop string (SamplingParams.stop), not at EOS; None: none did
+    stopped: torch.Tensor | None = None
 
     @property
     def completion_ids(self) -> torch.Tensor:  # [N, C]
@@ -94,13 +100,15 @@ class Rollout:
             completion_mask=self.completion_mask[rows],
             sampling_logprobs=self.sampling_logprobs[rows] if self.sampling_logprobs is not None else None,
             texts=[self.texts[i] for i in index],
+            stopped=self.stopped[rows] if self.stopped is not None else None,
         )
 
     @property
-    def truncated(self) -> torch.Tensor:  # [N] bool: hit the token budget without EOS
+    def truncated(self) -> torch.Tensor:  # [N] bool: hit the token budget without EOS or a stop string
         eos = torch.tensor(self.eos_ids, device=self.input_ids.device)
         has_eos = torch.isin(self.completion_ids, eos) & self.completion_mask.bool()
-        return ~has_eos.any(1)
+        ended = has_eos.any(1)
+        return ~(ended | self.stopped) if self.stopped is not None else ~ended
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,45 @@ class RolloutEngine(Protocol):
     def close(self) -> None:
         """Release the engine for good."""
         ...
+
+
+def finish_completions(
+    completion: torch.Tensor, eos_ids: list[int], tokenizer, stop: tuple[str, ...] = ()
+) -> tuple[torch.Tensor, torch.Tensor, list[str], torch.Tensor | None]:
+    """[N, C] sampled ids -> (ids with padding after each completion's end, [N, C] mask of its
+    tokens, [N] texts, [N] whether it ended at a stop string or None without `stop`).
+
+    A completion ends at its first EOS (kept), or at the token that completes the first stop
+    string (kept: it was sampled, and the update scores every sampled token of the completion);
+    its text is what comes before the stop string. Both engines end completions here, so the
+    rule is one whatever sampled them.
+    """
+    pad = tokenizer.pad_token_id
+    mask = completion_mask_from(completion, eos_ids)
+    completion = torch.where(mask.bool(), completion, torch.full_like(completion, pad))
+    texts = tokenizer.batch_decode(completion, skip_special_tokens=True)
+    if not stop:
+        return completion, mask, texts, None
+    stopped = torch.zeros(completion.shape[0], dtype=torch.bool)
+    for i, text in enumerate(texts):
+        found = [text.find(s) for s in stop if s and s in text]
+        if not found:
+            continue
+        length = int(mask[i].sum())
+        ids = completion[i, :length].tolist()
+        # the fewest tokens whose text holds a stop string (a prefix's decoded text only grows)
+        low, high = 1, length
+        while low < high:
+            mid = (low + high) // 2
+            if any(s and s in tokenizer.decode(ids[:mid], skip_special_tokens=True) for s in stop):
+                high = mid
+            else:
+                low = mid + 1
+        mask[i, low:] = 0
+        completion[i, low:] = pad
+        texts[i] = text[: min(found)]
+        stopped[i] = True
+    return completion, mask, texts, stopped.to(completion.device)
 
 
 def completion_mask_from(ids: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:

@@ -15,8 +15,8 @@ from corl.rollout.base import (
     Rollout,
     SamplingParams,
     SyncStats,
-    completion_mask_from,
     eos_ids_of,
+    finish_completions,
     multimodal_token_ids,
     pad_right,
 )
@@ -227,9 +227,7 @@ class HFGenerateEngine:
         width = max(c.shape[1] for c, _ in chunks)
         completion = torch.cat([pad_right(c, width, tok.pad_token_id) for c, _ in chunks])  # [N, C]
         sampling_logprobs = torch.cat([pad_right(lp, width, 0.0) for _, lp in chunks])  # [N, C]
-        mask = completion_mask_from(completion, self.eos_ids)
-        completion = torch.where(mask.bool(), completion, torch.full_like(completion, tok.pad_token_id))
-        texts = tok.batch_decode(completion, skip_special_tokens=True)
+        completion, mask, texts, stopped = finish_completions(completion, self.eos_ids, tok, params.stop)  # [N, C]
         prompt_ids = prompt_ids.repeat_interleave(num_samples, dim=0)  # [N, P]
         prompt_mask = prompt_mask.repeat_interleave(num_samples, dim=0)
         return Rollout(
@@ -244,6 +242,7 @@ class HFGenerateEngine:
             vision=vision,
             suppressed_ids=self.suppressed_ids,
             top_p=params.top_p if params.temperature != 0 else 1.0,  # sampling_warpers' nucleus
+            stopped=stopped,
         )
 
     def sync_weights(self, model) -> SyncStats:

@@ -50,8 +50,8 @@ from corl.rollout.base import (
     Rollout,
     SamplingParams,
     SyncStats,
-    completion_mask_from,
     eos_ids_of,
+    finish_completions,
     multimodal_token_ids,
 )
 from corl.rollout.options import VLLMOptions
@@ -331,10 +331,8 @@ class VLLMEngine:
         for i, (ids, lps) in enumerate(zip(sampled, logprobs)):
             completion[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             sampling_logprobs[i, : len(lps)] = torch.tensor(lps, dtype=torch.float32)
-        # vLLM stops at the first EOS and keeps it; the mask rule is the HF engine's all the same
-        mask = completion_mask_from(completion, self.eos_ids)  # [N, C]
-        completion = torch.where(mask.bool(), completion, torch.full_like(completion, tok.pad_token_id))
-        texts = tok.batch_decode(completion, skip_special_tokens=True)
+        # vLLM stops at the first EOS and keeps it; stop strings and the mask rule are the HF engine's all the same
+        completion, mask, texts, stopped = finish_completions(completion, self.eos_ids, tok, params.stop)  # [N, C]
         prompt_ids = prompt_ids.repeat_interleave(num_samples, dim=0)  # [N, P], row b*K + k
         prompt_mask = prompt_mask.repeat_interleave(num_samples, dim=0)
         return Rollout(
@@ -350,6 +348,7 @@ class VLLMEngine:
             vision=vision.to(self.device) if vision is not None else None,
             suppressed_ids=self.suppressed_ids,
             top_p=params.top_p if params.temperature != 0 else 1.0,  # its processed_logprobs are over this nucleus
+            stopped=stopped.to(self.device) if stopped is not None else None,
         )
 
     @torch.no_grad()
