@@ -105,7 +105,7 @@ def _passed_plus(rows: Sequence[Mapping], flat: list, results: list, pool: Sandb
     extra = plus_tests(rows, pool)
     if not any(extra):
         return None
-    plus_rows = [{**r, "test_list": list(r["test_list"]) + e} if e else r for r, e in zip(rows, extra)]
+    plus_rows = [{**r, "plus_tests": e} if e else r for r, e in zip(rows, extra)]
     passed = [r is not None and r.passed for r in results]
     again = [n for n, (i, _, _) in enumerate(flat) if passed[n] and extra[i]]
     for n, run in zip(again, run_tests([flat[n][2] for n in again], [plus_rows[flat[n][0]] for n in again], pool)):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 
 import pytest
 
@@ -190,23 +189,25 @@ ATTACKS = {  # name: (program, status, error it must end with)
         "malformed value from add: a set or dict with over 256 colliding",
     ),
     "a forged sandbox record": (FORGED_RECORD, "exit", "the program ended before its tests did"),  # was "memory"
+    # Decoding took several frames a level: a RecursionError out of the proxy, which tests catching Exception passed.
+    "frozensets nested past the judge's stack": (
+        "def add(a, b):\n    v = frozenset()\n    for _ in range(199):\n        v = frozenset([v])\n    return v\n",
+        "malformed",
+        "malformed value from add: a value nested too deeply for this interpreter's stack",
+    ),
 }
 
 
-def backends() -> list[str]:
-    found = []
-    for name in ("unshare", "bwrap"):
-        if shutil.which(name) is None:
-            continue
-        try:
-            detect(name)
-        except Exception:  # noqa: BLE001 - a backend that does not work on this host is skipped
-            continue
-        found.append(name)
-    return found
+def _backend(name: str):
+    """Every walled backend is a case: one that does not work here shows as a skip line with the reason."""
+    try:
+        works, why = detect(name).walls, "no walls"
+    except Exception as e:  # noqa: BLE001 - a backend that does not work on this host is skipped, by name
+        works, why = False, str(e)
+    return pytest.param(name, marks=pytest.mark.skipif(not works, reason=f"{name}: {why}"))
 
 
-@pytest.fixture(scope="module", params=backends() or [pytest.param("none", marks=pytest.mark.skip("no backend"))])
+@pytest.fixture(scope="module", params=[_backend("unshare"), _backend("bwrap")])
 def pool(request):
     with SandboxPool(workers=2, backend=request.param) as p:
         yield p
@@ -357,3 +358,46 @@ def test_mbpp_lookup_table_of_the_shown_asserts_earns_no_tests_reward():
     references = ["```python\n" + r["code"] + "\n```" for r in rows]
     assert passes_hidden_tests(tables, rows, 1, plus=False) == [[True], [True]]  # the plain tests: fooled
     assert passes_hidden_tests(tables + references, rows * 2, 1) == [[False], [False], [True], [True]]
+
+
+CATCHING = {**ADD, "test_list": ["try:\n    assert add(1, 2) == 3\nexcept Exception:\n    pass"]}
+
+
+def test_a_reported_memory_error_fails_the_run_even_where_the_tests_catch_exception(pool):
+    """As an ordinary MemoryError (an Exception) the tests' `except Exception` swallowed it: a pass."""
+    runs = run_tests(["def add(a, b):\n    raise MemoryError('no room')\n", HONEST], [CATCHING] * 2, pool)
+    assert [(r.passed, r.status, r.error) for r in runs] == [(False, "memory", "MemoryError: no room"), (True, "ok", None)]
+
+
+def test_the_judges_own_deadline_is_a_timeout_and_leaves_no_vote_answer(pool):
+    """A program deaf to the stub's alarm stops answering on its second input: the judge's deadline passes. Its
+    outcome reads TimeoutError from there (not Malformed, a kind two programs could share by writing one bad line),
+    and a key holding a timeout is no answer, even where all errors count."""
+    from corl.tasks.code import stub
+    from corl.tasks.code.execute import behaviour_job, behaviour_key, behaviour_limits, judge
+
+    deaf = "import signal\ndef add(a, b):\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n    while a == 3:\n        pass\n    return a + b\n"
+    calls = ["add(1, 2)", "add(3, 4)", "add(5, 6)"]
+    verdict, _ = judge(stub.program(deaf), behaviour_job(calls, ADD), behaviour_limits(3), pool)
+    assert verdict["outcome"] == [["ok", "3"], ["err", "TimeoutError"], ["err", "TimeoutError"]]
+    assert behaviour_key(verdict, 3, all_errors_count=True) is None
+    # The host's own guard on the judge process: a timeout too, never the key of a judge that gave no verdict.
+    assert behaviour_key({"status": "timeout", "error": "the judge ran past its deadline"}, 2, all_errors_count=True) is None
+    assert json.loads(behaviour_key({"status": "judge"}, 2, all_errors_count=True)) == [["err", "Judge"]] * 2
+
+
+def test_a_module_the_tests_read_without_importing_it_is_the_judges_own(pool):
+    """MBPP 596 asserts `tuple_size(t) == sys.getsizeof(t)` with no `import sys`: MBPP's harness found `sys` in the
+    solution's namespace; here `sys` became a proxy of the program and the reference solution failed."""
+    from corl.tasks.code.execute import module_names, program_names
+
+    row = {
+        "task_id": 596,
+        "text": "Write a function to find the size of the given tuple.",
+        "code": "import sys\ndef tuple_size(t):\n    return sys.getsizeof(t)",
+        "test_list": ['assert tuple_size(("A", 1, "B", 2)) == sys.getsizeof(("A", 1, "B", 2))'],
+        "test_setup_code": "",
+    }
+    assert (program_names(row["test_list"][0]), module_names(row["test_list"][0])) == (["tuple_size"], ["sys"])
+    runs = run_tests([row["code"] + "\n", "def tuple_size(t):\n    return 0\n"], [row, row], pool)
+    assert [(r.passed, r.status) for r in runs] == [(True, "ok"), (False, "error")]

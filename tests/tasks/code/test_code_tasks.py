@@ -127,10 +127,18 @@ def test_behaviour_keys_by_hand(pool):
     assert vote.answer == answers[0]
 
 
-def test_timeouts_on_some_inputs_still_make_a_behaviour(pool):
-    slow = fenced("def add(a, b):\n    if isinstance(a, list):\n        while True:\n            pass\n    return a + b")
-    _, keys = code_answers([slow], ADD, pool=pool)
-    assert json.loads(keys[0]) == [["ok", "3"], ["ok", "'ab'"], ["err", "TimeoutError"]]
+def test_a_timeout_on_one_input_costs_that_input_and_leaves_no_vote_answer(pool):
+    """The tests ask a timed-out call again (a slow call may finish within their wall), so a key holding a timeout
+    could not be held to what the tests check: it is no answer. The other inputs still answer (the plus tests'
+    reference runs keep them)."""
+    from corl.tasks.code import stub
+    from corl.tasks.code.execute import behaviour_job, behaviour_limits, judge
+
+    slow = "def add(a, b):\n    if isinstance(a, list):\n        while True:\n            pass\n    return a + b"
+    _, keys = code_answers([fenced(slow)], ADD, pool=pool)
+    assert keys == [None]
+    verdict, _ = judge(stub.program(slow + "\n"), behaviour_job(ADD["public_inputs"], ADD), behaviour_limits(3), pool)
+    assert verdict["outcome"] == [["ok", "3"], ["ok", "'ab'"], ["err", "TimeoutError"]]
 
 
 def test_all_errors_count_when_asked(pool):

@@ -3,10 +3,15 @@
 Every run is two processes (docs/architecture.md, "Code judging"): the program, sandboxed
 (corl.sandbox.session), runs the solution under a stub that answers calls with plain data
 (corl.tasks.code.stub); the judge, a trusted process of our own (corl.tasks.code.judge),
-runs the hidden tests or the vote's calls and reaches the program only through two pipes.
-The verdict is the judge's one line on its own stdout, which only this process reads: the
-program holds no secret and has no way to write there, so nothing it does (exit, crash,
-loop, fork, print, read its own memory) can produce a pass.
+runs the vote's calls (and, for the tests, the hidden tests after them) and reaches the
+program only through two pipes. The verdict is the judge's one line on its own stdout,
+which only this process reads: the program holds no secret and has no way to write there,
+so nothing it does (exit, crash, loop, fork, print, read its own memory) can produce a pass.
+
+A vote run and a tests run of one problem look the same to the program until the vote's
+last call has been answered: the same program limits (`program_limits`: only the host's
+wall, which the program cannot read, is longer for the tests), the same job up to the
+tests, the same requests. The tests run goes on from there.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from corl.tasks.code import stub
 from corl.tasks.code.programs import entry_point, hidden_tests, public_inputs, solution_program, trusted_prompt
 
 LOAD_S = 5.0  # defining the solution (imports, module-level code)
-PER_INPUT_S = 2.0  # one public input; a loop on one input costs only that input
+PER_INPUT_S = 2.0  # one public input; a loop on one input costs only that input's time
 START_S = 2.0  # the program's start (sandbox, interpreter) on a loaded machine
-TEST_LIMITS = Limits(wall_s=15.0, cpu_s=15)
+TEST_WALL_S = 15.0  # the hidden tests, after the vote's calls
+TESTS_CPU_S = 60  # the program's RLIMIT_CPU past the vote's budget, in every run (the program can read it)
 JUDGE = str(Path(__file__).resolve().parent / "judge.py")
 JUDGE_SLACK_S = 5.0  # the judge keeps its own deadlines; past them plus this, the host kills it
 MAX_VERDICT = 1 << 20
@@ -108,57 +114,102 @@ def _run_judge(job: Mapping, request_w: int, reply_r: int, timeout: float) -> di
     return verdict
 
 
-def program_names(*sources: str) -> list[str]:
-    """Names the tests, setup or calls read but never bind, other than builtins: what they expect of the program."""
-    read, bound = set(), set()
+def _free_names(*sources: str | None) -> tuple[set[str], set[str]]:
+    """(names the sources read but never bind, other than builtins; those of them read as `name.attr`)."""
+    read, bound, bases = set(), set(), set()
     for source in sources:
         for node in ast.walk(ast.parse(source or "")):
             if isinstance(node, ast.Name):
                 (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                bases.add(node.value.id)
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 bound.add(node.name)
             elif isinstance(node, ast.alias):
                 bound.add((node.asname or node.name).partition(".")[0])
             elif isinstance(node, ast.arg):
                 bound.add(node.arg)
-    return sorted(read - bound - set(dir(builtins)))
+    free = read - bound - set(dir(builtins))
+    return free, free & bases
 
 
-def _job(mode: str, problem: Mapping, **fields) -> dict:
+def module_names(*sources: str | None) -> list[str]:
+    """Standard-library modules the sources read as `module.attr` without importing them: MBPP's tests found them
+    in the solution's namespace (task 596's `sys.getsizeof`); the judge imports its own, trusted, copies."""
+    free, bases = _free_names(*sources)
+    return sorted(bases & set(sys.stdlib_module_names))
+
+
+def program_names(*sources: str | None) -> list[str]:
+    """Names the tests, setup or calls read but never bind, other than builtins and `module_names`: what they
+    expect of the program."""
+    return sorted(_free_names(*sources)[0] - set(module_names(*sources)))
+
+
+def _names(*sources: str | None) -> list[str]:
+    try:
+        return program_names(*sources)
+    except SyntaxError:
+        return []  # the judge reports the tests' own syntax error
+
+
+def _modules(*sources: str | None) -> list[str]:
+    try:
+        return module_names(*sources)
+    except SyntaxError:
+        return []
+
+
+def _job(mode: str, problem: Mapping, calls: Sequence[str], setup: str, **fields) -> dict:
+    """The vote's part of every job (the same in both modes), then the tests' fields."""
     with warnings.catch_warnings():  # MBPP's reference code holds "\\d" in plain strings: parsing it warns
         warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
-        entry = entry_point(problem)
         prompt = trusted_prompt(problem)
-        try:
-            names = [] if prompt else program_names(fields.get("setup"), fields.get("tests"), *fields.get("calls", ()))
-        except SyntaxError:
-            names = []  # the judge reports the tests' own syntax error
-    return {"mode": mode, "entry_point": entry, "prompt": prompt, "program_names": names, **fields}
+        job = {"mode": mode, "entry_point": entry_point(problem), "prompt": prompt, "setup": setup, "calls": list(calls)}
+        job.update(load_s=LOAD_S, per_s=PER_INPUT_S, start_s=START_S, call_names=[] if prompt else _names(setup, *calls))
+        job["call_modules"] = _modules(setup, *calls)
+        if "tests" in fields:
+            job["program_names"] = [] if prompt else _names(setup, fields["tests"])
+            job["modules"] = _modules(setup, fields["tests"])
+    return {**job, **fields}
 
 
 def behaviour_job(calls: Sequence[str], problem: Mapping) -> dict:
     """The judge's job for the public calls of `problem`."""
-    setup = problem.get("test_setup_code") or ""
-    return _job("calls", problem, setup=setup, calls=list(calls), load_s=LOAD_S, per_s=PER_INPUT_S, start_s=START_S)
+    return _job("calls", problem, calls, problem.get("test_setup_code") or "")
 
 
 def tests_job(problem: Mapping, wall_s: float) -> dict:
-    """The judge's job for the hidden tests of `problem`."""
+    """The judge's job for the hidden tests of `problem`: the vote's calls first, as the vote makes them."""
     setup, tests = hidden_tests(problem)
-    return _job("tests", problem, setup=setup, tests=tests, wall_s=wall_s)
+    return _job("tests", problem, public_inputs(problem), setup, tests=tests, wall_s=wall_s)
+
+
+def calls_budget_s(n_inputs: int) -> float:
+    """The vote's calls at most: the start, the load, each input's limit and the judge's margin."""
+    return LOAD_S + (PER_INPUT_S + 1.0) * n_inputs + START_S
+
+
+def program_limits(n_inputs: int, tests_wall_s: float = 0.0) -> Limits:
+    """The program's limits for a run with `n_inputs` vote calls: the same rlimits in both modes; the host's wall
+    (which the program cannot read) runs `tests_wall_s` longer for the tests."""
+    budget = calls_budget_s(n_inputs)
+    return Limits(wall_s=budget + tests_wall_s, cpu_s=int(budget) + 1 + TESTS_CPU_S)
 
 
 def behaviour_limits(n_inputs: int) -> Limits:
-    budget = LOAD_S + (PER_INPUT_S + 1.0) * n_inputs + START_S
-    return Limits(wall_s=budget, cpu_s=int(budget) + 1)
+    return program_limits(n_inputs)
 
 
 def behaviour_key(verdict: Mapping, n_inputs: int, all_errors_count: bool = False) -> str | None:
-    """The vote key from the judge's outcome: JSON of [tag, text] per input; None when no input made a value."""
+    """The vote key from the judge's outcome: JSON of [tag, text] per input; None when no input made a value, or when
+    one did not answer in time (a TimeoutError: the tests ask that call again, so the key could not be held to it)."""
     outcome = verdict.get("outcome")
-    if not isinstance(outcome, list) or len(outcome) != n_inputs:
-        outcome = [["err", "Judge"]] * n_inputs
+    if not isinstance(outcome, list) or len(outcome) != n_inputs:  # the host's guard on the judge stopped it: a timeout
+        outcome = [["err", "TimeoutError" if verdict.get("status") == "timeout" else "Judge"]] * n_inputs
     if n_inputs == 0 or (not all_errors_count and all(tag == "err" for tag, _ in outcome)):
+        return None
+    if ["err", "TimeoutError"] in outcome:
         return None
     return json.dumps(outcome, ensure_ascii=False)
 
@@ -224,14 +275,15 @@ def code_answers_grouped(
 
 
 def run_tests(
-    programs: Sequence[str | None], problems: Sequence[Mapping], pool: SandboxPool | None = None, limits: Limits | None = None
+    programs: Sequence[str | None], problems: Sequence[Mapping], pool: SandboxPool | None = None, wall_s: float | None = None
 ) -> list[TestRun | None]:
-    """Hidden-test outcomes of already-built solution programs (None in, None out)."""
-    limits = limits or TEST_LIMITS
-    runs = [
-        (stub.program(prog), tests_job(p, limits.wall_s), limits) if prog is not None else None
-        for prog, p in zip(programs, problems, strict=True)
-    ]
+    """Hidden-test outcomes of already-built solution programs (None in, None out); `wall_s` bounds the tests
+    themselves (default TEST_WALL_S), after the vote's calls."""
+    wall_s = TEST_WALL_S if wall_s is None else wall_s
+    runs = []
+    for prog, p in zip(programs, problems, strict=True):
+        job = tests_job(p, wall_s) if prog is not None else None
+        runs.append((stub.program(prog), job, program_limits(len(job["calls"]), wall_s)) if job is not None else None)
     return [test_outcome(*j) if j is not None else None for j in _judged(pool, runs)]
 
 

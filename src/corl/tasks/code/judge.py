@@ -1,20 +1,26 @@
-"""The judge: a trusted process that runs the hidden tests (or the vote's calls) and calls the program through a proxy.
+"""The judge: a trusted process that runs the vote's calls (and then the hidden tests) and calls the program through a proxy.
 
     python -I -S judge.py REQUEST_FD REPLY_FD   < job.json   > verdict line
 
 Started by `corl.tasks.code.execute` on the host, outside the sandbox, with the two pipe ends
 that reach the program's stub (corl.tasks.code.stub) and nothing else of it. It loads
 `wire` and `values` by path (standard library only), reads its job (mode, the
-prompt, setup, tests or calls, the entry point, time limits) from stdin, and writes one
-JSON verdict line on its stdout, which only the host reads:
+prompt, setup, the vote's calls, the tests, the entry point, time limits) from stdin, and
+writes one JSON verdict line on its stdout, which only the host reads:
 
+- calls: {"outcome": [["ok", canonical text] | ["err", Kind], ...]}, one per call.
 - tests: {"status": "ok"} when every test ran to its end; else {"status": s, "error": why}
   with s one of error (a test failed, or the solution raised or did not load), timeout (a
   call did not answer in time), exit (the program ended or closed its reply pipe),
   malformed (a reply that is not plain data of the wire format, too long, or for another
   request), memory (the program reported MemoryError), judge (the tests need a value the
-  wire cannot carry);
-- calls: {"outcome": [["ok", canonical text] | ["err", Kind], ...]}, one per call.
+  wire cannot carry).
+
+One protocol for both (docs/architecture.md, "Code judging"): every run, whatever its mode,
+first runs the vote's calls exactly as the vote does (`run_calls`: the same ping, deadlines,
+per-call limits, requests and order); a tests run then goes on with the hidden tests. The
+vote's run is thus a prefix of every tests run, and within one run each distinct call
+reaches the program once (`Program.ask`): the tests check the very answers the vote saw.
 
 The program is reached only as `Proxy` objects: calling one sends the arguments as plain
 data and returns the decoded reply (plain values; objects as `code_values.Record`). A
@@ -88,6 +94,21 @@ class Program:
         self.buffer = bytearray()
         self.next_id = -1
         self.failed: Abort | None = None
+        self.answers: dict[str, dict] = {}  # the run's memo: a call's wire form -> the program's reply
+
+    def ask(self, request: dict, deadline: float) -> dict:
+        """The reply to a call, asked of the program only the first time the run makes this call.
+
+        A repeated call is answered from the memo, so the tests check the answer the vote saw:
+        a program cannot answer a call one way the first time and another the second. A
+        TimeoutError is asked again (a slow call may finish within the tests' wall); a vote
+        key holding one is no answer (corl.tasks.code.execute.behaviour_key), so nothing
+        learnt from being asked twice reaches a key."""
+        key = json.dumps([request["call"], request["args"], request["kwargs"]], sort_keys=True, separators=(",", ":"))
+        reply = self.answers.get(key)
+        if reply is None or reply.get("err") == "TimeoutError":
+            reply = self.answers[key] = self.exchange(request, deadline)
+        return reply
 
     def fail(self, status: str, message: str, kind: str | None = None) -> Abort:
         if self.failed is None:
@@ -163,11 +184,15 @@ def _send_form(o):
     return None
 
 
+class Unsendable(Exception):
+    """A vote call whose arguments the wire cannot carry (a free name of an assert's lambda, say): no request is made."""
+
+
 class Proxy:
     """A name of the program (its entry point, a class the tests build): calling it calls the program."""
 
-    def __init__(self, program: Program, name: str, deadline, limit: float | None = None) -> None:
-        self.program, self.name, self.deadline, self.limit = program, name, deadline, limit
+    def __init__(self, program: Program, name: str, deadline, limit: float | None = None, in_tests: bool = True) -> None:
+        self.program, self.name, self.deadline, self.limit, self.in_tests = program, name, deadline, limit, in_tests
 
     def __call__(self, *args, **kwargs):
         try:
@@ -178,8 +203,10 @@ class Proxy:
                 "limit": self.limit,
             }
         except code_wire.WireError as e:
+            if not self.in_tests:  # the program saw nothing: the run goes on, the same in both modes
+                raise Unsendable(str(e)) from None
             raise self.program.fail("judge", f"the tests pass {self.name} a value the wire cannot carry: {e}") from None
-        reply = self.program.exchange(request, self.deadline())
+        reply = self.program.ask(request, self.deadline())
         if "ok" in reply and len(reply) == 2:
             try:
                 return code_wire.decode(reply["ok"], code_values.Record)
@@ -207,17 +234,21 @@ def _reported(program: Program, kind: str, message: str) -> BaseException:
     return ProgramError(kind, message)
 
 
-def environment(job: dict, program: Program, deadline, limit: float | None) -> dict:
-    """The tests' namespace: the trusted prompt's helpers, proxies for what the program defines, the setup."""
+def environment(job: dict, program: Program, deadline, limit: float | None, names_field: str) -> dict:
+    """The tests' namespace: the trusted prompt's helpers, proxies for what the program defines, the setup.
+
+    `names_field`: the job's list of the names the calls (call_names) or the tests (program_names) expect of the program."""
     env = {"__name__": TESTS_MODULE}
+    for module in job.get("modules" if names_field == "program_names" else "call_modules") or ():
+        env[module] = __import__(module)  # corl.tasks.code.execute.module_names: the judge's own standard library
     entry = job["entry_point"]
     if job.get("prompt"):
         exec(compile(job["prompt"], "prompt.py", "exec"), env)
         names = {entry}
     else:
-        names = set(job.get("program_names") or ()) | {entry}  # corl.tasks.code.execute.program_names
+        names = set(job.get(names_field) or ()) | {entry}  # corl.tasks.code.execute.program_names
     for name in names:
-        env[name] = Proxy(program, name, deadline, limit)
+        env[name] = Proxy(program, name, deadline, limit, names_field == "program_names")
     if job.get("setup"):
         exec(compile(job["setup"], "setup.py", "exec"), env)
     return env
@@ -229,12 +260,39 @@ def describe(e: BaseException) -> str:
     return kind + (": " + message if message else "")
 
 
-def judge_tests(job: dict, program: Program, start: float) -> dict:
-    """Run the hidden tests against the program; the verdict (module docstring)."""
-    deadline = lambda: start + job["wall_s"]  # noqa: E731
+# The error kind a vote key shows for a failed exchange. The judge's own deadline is a timeout (a key holding
+# one is no answer), never a malformed reply (a kind two programs can share by writing the same bad line).
+FAILED_KIND = {"timeout": "TimeoutError", "exit": "EarlyExit", "malformed": "Malformed", "memory": "MemoryError"}
+
+
+def run_calls(job: dict, program: Program, start: float) -> list:
+    """The vote's phase, the same in every run: one outcome per call; once an exchange failed, the rest read as it."""
     try:
-        program.exchange({"ping": True}, deadline())
-        env = environment(job, program, deadline, None)
+        program.exchange({"ping": True}, start + job["load_s"] + job["start_s"])
+        env = environment(job, program, lambda: time.monotonic() + job["per_s"] + MARGIN_S, job["per_s"], "call_names")
+    except Abort as e:
+        return [["err", e.kind or FAILED_KIND.get(e.status, "Error")]] * len(job["calls"])
+    except BaseException as e:  # noqa: BLE001 - the trusted setup failed: every call reads so
+        return [["err", type(e).__name__]] * len(job["calls"])
+    outcome = []
+    for call in job["calls"]:
+        try:
+            outcome.append(["ok", code_values.canonical_text(eval(compile(call, "call.py", "eval"), env))])
+        except Abort as e:
+            outcome.append(["err", e.kind or FAILED_KIND.get(e.status, "Error")])
+        except BaseException as e:  # noqa: BLE001
+            outcome.append(["err", e.kind if isinstance(e, ProgramError) else type(e).__name__])
+    return outcome
+
+
+def judge_tests(job: dict, program: Program) -> dict:
+    """After the vote's phase, the hidden tests against the same program; the verdict (module docstring)."""
+    if program.failed is not None:
+        return _failed(program)
+    begin = time.monotonic()
+    deadline = lambda: begin + job["wall_s"]  # noqa: E731
+    try:
+        env = environment(job, program, deadline, None, "program_names")
         exec(compile(job["tests"], "tests.py", "exec"), env)
     except Abort:
         pass
@@ -248,23 +306,10 @@ def _failed(program: Program) -> dict:
     return {"status": program.failed.status, "error": program.failed.message}
 
 
-def judge_calls(job: dict, program: Program, start: float) -> dict:
-    """One outcome per public call; once the program failed an exchange, the rest read as that failure."""
-    kind_of = {"timeout": "TimeoutError", "exit": "EarlyExit", "malformed": "Malformed", "memory": "MemoryError"}
-    outcome = []
-    try:
-        program.exchange({"ping": True}, start + job["load_s"] + job["start_s"])
-        env = environment(job, program, lambda: time.monotonic() + job["per_s"] + MARGIN_S, job["per_s"])
-    except Abort as e:
-        return {"outcome": [["err", e.kind or kind_of.get(e.status, "Error")]] * len(job["calls"])}
-    for call in job["calls"]:
-        try:
-            outcome.append(["ok", code_values.canonical_text(eval(compile(call, "call.py", "eval"), env))])
-        except Abort as e:
-            outcome.append(["err", e.kind or kind_of.get(e.status, "Error")])
-        except BaseException as e:  # noqa: BLE001
-            outcome.append(["err", e.kind if isinstance(e, ProgramError) else type(e).__name__])
-    return {"outcome": outcome}
+def judge(job: dict, program: Program, start: float) -> dict:
+    """The vote's calls, then (mode tests) the hidden tests: the program cannot tell which mode it serves."""
+    outcome = run_calls(job, program, start)
+    return {"outcome": outcome} if job["mode"] == "calls" else judge_tests(job, program)
 
 
 def bound_self(cpu_s: int) -> None:
@@ -281,8 +326,9 @@ def main() -> None:
     os.dup2(2, 1)  # the tests' prints go to stderr, not into the verdict
     program = Program(int(sys.argv[1]), int(sys.argv[2]))
     job = json.loads(sys.stdin.buffer.read())
-    bound_self(int(job.get("wall_s") or job["load_s"] + job["start_s"] + job["per_s"] * len(job["calls"])) + 5)
-    verdict = judge_tests(job, program, start) if job["mode"] == "tests" else judge_calls(job, program, start)
+    calls_s = job["load_s"] + job["start_s"] + (job["per_s"] + MARGIN_S) * len(job["calls"])
+    bound_self(int(calls_s + (job.get("wall_s") or 0)) + 5)
+    verdict = judge(job, program, start)
     os.write(verdict_fd, json.dumps(verdict).encode() + b"\n")
 
 

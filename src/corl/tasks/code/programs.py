@@ -202,9 +202,10 @@ def solution_program(text: str | None, problem: Mapping, opened_fence: bool = Fa
 
 
 def hidden_tests(problem: Mapping) -> tuple[str, str]:
-    """(setup, tests): MBPP's setup code and asserts, or HumanEval's `check` applied to the entry point."""
+    """(setup, tests): MBPP's setup code and asserts (then the row's `plus_tests`, corl.tasks.code.plus), or
+    HumanEval's `check` applied to the entry point."""
     if problem.get("test_list"):
-        return problem.get("test_setup_code") or "", "\n".join(problem["test_list"]) + "\n"
+        return problem.get("test_setup_code") or "", "\n".join([*problem["test_list"], *problem.get("plus_tests", ())]) + "\n"
     return "", problem["test"] + f"\ncheck({problem['entry_point']})\n"
 
 

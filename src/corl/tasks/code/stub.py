@@ -13,6 +13,10 @@ requests, one JSON line each way (corl.tasks.code.wire):
     <- {"id": n, "ok": value} | {"id": n, "err": "Kind", "msg": "..."}
     (any request, when the solution failed to load)            <- {"id": n, "load": "Kind: message"}
 
+A call with a limit runs under ITIMER_REAL for that long (TimeoutError past it). Every run
+sends the vote's calls first, each with the same limit, whether it serves the vote or the
+tests (corl.tasks.code.judge): the timer says nothing about the mode.
+
 Objects in arguments are rebuilt as instances of the solution's class of that name (or of a
 bare stand-in class with that name, for a class only the tests define); objects of the
 solution's classes in results are sent as their class name and attributes; other objects

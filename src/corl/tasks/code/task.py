@@ -247,7 +247,7 @@ def passes_hidden_tests(texts: Sequence[str], rows: Sequence[Mapping], k: int, p
     views = [hidden_test_view(r) for r in rows]
     if plus:
         extra = plus_tests([mbpp_view(r) if is_mbpp(r) else {} for r in rows])
-        views = [{**v, "test_list": list(v["test_list"]) + e} if e else v for v, e in zip(views, extra, strict=True)]
+        views = [{**v, "plus_tests": e} if e else v for v, e in zip(views, extra, strict=True)]
     flat_rows = [views[i // k] for i in range(len(texts))]
     passed = passes_tests_batch([completion_code(t, r) for t, r in zip(texts, flat_rows, strict=True)], flat_rows)
     return [passed[b * k : (b + 1) * k] for b in range(len(rows))]

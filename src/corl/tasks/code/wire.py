@@ -70,8 +70,20 @@ def encode(v, depth: int = 0, as_object=None):
     return {"o": str(name)[:200], "a": {str(k): encode(x, depth + 1, as_object) for k, x in attrs.items()}}
 
 
-def decode(w, make_object, depth: int = 0):
-    """The value a JSON-able form stands for (strict; module docstring)."""
+def decode(w, make_object):
+    """The value a JSON-able form stands for (strict; module docstring).
+
+    Each level of a tagged value costs several Python frames here, so a value within MAX_DEPTH
+    can still pass the interpreter's recursion limit (frozensets 200 deep): that too is a
+    value this side will not take, a WireError like any other, never a RecursionError the
+    tests could catch as an ordinary exception."""
+    try:
+        return _decode(w, make_object, 0)
+    except RecursionError:
+        raise WireError("a value nested too deeply for this interpreter's stack") from None
+
+
+def _decode(w, make_object, depth: int):
     if depth > MAX_DEPTH:
         raise WireError("a value nested too deeply")
     t = type(w)
@@ -80,7 +92,7 @@ def decode(w, make_object, depth: int = 0):
             raise WireError("a large int outside its tag")
         return w
     if t is list:
-        return [decode(x, make_object, depth + 1) for x in w]
+        return [_decode(x, make_object, depth + 1) for x in w]
     if t is dict and "o" in w:
         return _object(w, make_object, depth)
     if t is not dict or not w or not set(w) <= _TAGS:
@@ -100,13 +112,13 @@ def _object(w, make_object, depth):
     name, attrs = w.get("o"), w.get("a")
     if set(w) != {"o", "a"} or type(name) is not str or type(attrs) is not dict or len(name) > 200:
         raise WireError("an object needs a class name and an attribute map")
-    return make_object(name, {k: decode(x, make_object, depth + 1) for k, x in attrs.items()})
+    return make_object(name, {k: _decode(x, make_object, depth + 1) for k, x in attrs.items()})
 
 
 def _items(x, make_object, depth):
     if type(x) is not list:
         raise WireError("a sequence tag needs a list")
-    return [decode(i, make_object, depth) for i in x]
+    return [_decode(i, make_object, depth) for i in x]
 
 
 def _hexfloat(x) -> float:
@@ -142,7 +154,7 @@ def _range(x, *_):
 def _dict(x, make_object, depth):
     if type(x) is not list or any(type(p) is not list or len(p) != 2 for p in x):
         raise WireError("a dict needs [key, value] pairs")
-    pairs = [(decode(k, make_object, depth), decode(v, make_object, depth)) for k, v in x]
+    pairs = [(_decode(k, make_object, depth), _decode(v, make_object, depth)) for k, v in x]
     _few_collisions([k for k, _ in pairs])
     return dict(pairs)
 
