@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import operator
 import random
 
 N_MUTANTS = 6
@@ -30,13 +31,29 @@ def _literal_args(call: str) -> tuple[str, list, dict] | None:
         node = ast.parse(call, mode="eval").body
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
             return None
-        args = [ast.literal_eval(a) for a in node.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None}
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        args = [_literal(a) for a in node.args]
+        kwargs = {k.arg: _literal(k.value) for k in node.keywords if k.arg is not None}
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError, ZeroDivisionError, OverflowError):
         return None
     if len(kwargs) != len(node.keywords):
         return None
     return node.func.id, args, kwargs
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def _literal(node: ast.expr):
+    """A literal's value, or a number written as arithmetic of number literals (MBPP 486's `1.0/3`)."""
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        if not isinstance(node, ast.BinOp) or type(node.op) not in _ARITHMETIC:
+            raise
+    left, right = _literal(node.left), _literal(node.right)
+    if not all(type(x) in (int, float) for x in (left, right)):
+        raise ValueError("arithmetic of non-numbers")
+    return _ARITHMETIC[type(node.op)](left, right)  # no power: the value stays as small as its literals
 
 
 def mutate(value, rng: random.Random, depth: int = 0):

@@ -5,14 +5,16 @@ are that same list: a completion that turns the shown asserts into a lookup tabl
 them without solving anything (pass@1 0.996, the `tests` reward 1.0). As EvalPlus does for
 MBPP+, the hidden tests are extended here with calls on inputs the prompt does not show:
 
-- the inputs are the vote's type-preserving mutants of the shown calls
-  (corl.tasks.code.inputs.mutants, deterministic per row);
+- the inputs are the vote's type-preserving mutants of the shown calls (corl.tasks.code.inputs.mutants:
+  so every input the vote asks, but for those the reference cannot answer, is checked), then
+  N_DOMAIN inputs across the input domain (corl.tasks.code.domain: a walk of type-aware
+  steps within a contract inferred from the shown calls), both deterministic per row;
 - the expected values come from the row's reference `code`, run through the same sandbox
   and judge as any candidate (corl.tasks.code.execute), twice: an input is kept only when both
   runs return the same value, the value is a Python literal (ast.literal_eval of its
   canonical text: no nan, inf, objects or cut texts) and neither run errored or timed out;
 - each kept input becomes one assert: `assert f(x) == value` (a float value: within 1e-6,
-  relative), appended to the row's `test_list`.
+  relative), run after the row's `test_list` (the row's `plus_tests`).
 
 Computed once per row and process (cached by the row's id, reference code and tests).
 Rows without `test_list` (HumanEval: its hidden tests already go beyond the docstring) or
@@ -30,11 +32,13 @@ from collections.abc import Mapping, Sequence
 
 from corl.sandbox import SandboxPool
 from corl.tasks.code import stub
+from corl.tasks.code.domain import domain_inputs
 from corl.tasks.code.execute import _judged, behaviour_job, behaviour_limits
 from corl.tasks.code.inputs import mutants
 from corl.tasks.code.programs import entry_point, shown_calls
 
-_CACHE: dict[str, list[str]] = {}
+N_DOMAIN = 24  # inputs across the domain per row, past the vote's mutants
+_CACHE: dict[str, list[tuple[str, str]]] = {}  # row key -> (call, assert) of each kept input
 _LOCK = threading.Lock()
 
 
@@ -44,12 +48,15 @@ def _key(row: Mapping) -> str:
 
 
 def plus_calls(row: Mapping) -> list[str]:
-    """The unshown calls of an MBPP row (mutants of its shown asserts' calls); [] for other rows."""
+    """The unshown calls of an MBPP row: the vote's mutants of its shown calls, then inputs across the domain; []
+    for other rows."""
     if not row.get("test_list") or not row.get("code") or entry_point(row) is None:
         return []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
-        return mutants(shown_calls(row))
+        shown = shown_calls(row)
+        near = mutants(shown)
+        return near + domain_inputs(shown, N_DOMAIN, exclude=near)
 
 
 def _assert(call: str, text: str) -> str | None:
@@ -65,6 +72,11 @@ def _assert(call: str, text: str) -> str | None:
 
 def plus_tests(rows: Sequence[Mapping], pool: SandboxPool | None = None) -> list[list[str]]:
     """The extra asserts of each row (module docstring); computed for rows not yet cached, two reference runs each."""
+    return [[line for _, line in cases] for cases in plus_cases(rows, pool)]
+
+
+def plus_cases(rows: Sequence[Mapping], pool: SandboxPool | None = None) -> list[list[tuple[str, str]]]:
+    """(call, assert) of each row's extra tests, in order: what `plus_tests` asserts, with the call it makes."""
     rows = [{**r, "test_setup_code": r.get("test_setup_code") or "\n".join(r.get("test_imports") or ())} for r in rows]
     keys = [_key(r) for r in rows]
     with _LOCK:
@@ -80,18 +92,19 @@ def plus_tests(rows: Sequence[Mapping], pool: SandboxPool | None = None) -> list
     found = {k: [] for k in todo}
     for i, k in enumerate(owners):
         first, second = (judged[2 * i][0].get("outcome"), judged[2 * i + 1][0].get("outcome"))
-        if not isinstance(first, list) or first != second or len(first) != len(calls[k]):
+        if not (isinstance(first, list) and isinstance(second, list) and len(first) == len(second) == len(calls[k])):
             continue
-        for call, (tag, text) in zip(calls[k], first):
-            line = _assert(call, text) if tag == "ok" and type(text) is str else None
+        for call, (tag, text), again in zip(calls[k], first, second):
+            line = _assert(call, text) if tag == "ok" and type(text) is str and again == [tag, text] else None
             if line is not None:
-                found[k].append(line)
+                found[k].append((call, line))
     with _LOCK:
         _CACHE.update(found)
         return [list(_CACHE[k]) for k in keys]
 
 
 def with_plus_tests(rows: Sequence[Mapping], pool: SandboxPool | None = None) -> list[dict]:
-    """The rows with their extra asserts appended to `test_list` (rows without any come back as they were)."""
+    """The rows with their extra asserts as `plus_tests`, which the hidden tests run after `test_list`
+    (corl.tasks.code.programs.hidden_tests); `test_list`, and so the shown calls, stay the dataset's."""
     extra = plus_tests(rows, pool)
-    return [{**r, "test_list": list(r["test_list"]) + e} if e else dict(r) for r, e in zip(rows, extra)]
+    return [{**r, "plus_tests": e} if e else dict(r) for r, e in zip(rows, extra)]
