@@ -262,14 +262,29 @@ def timed_complete(client, problem: str) -> float:
     return time.monotonic() - start
 
 
-def test_client_waits_as_retry_after_says_capped_by_max_delay(server):
-    """Lower bounds only (a busy CPU makes waits longer, never shorter), and one cap far from its bound."""
+def test_client_waits_as_retry_after_says_capped_by_max_delay(server, monkeypatch):
+    """The waits the SDK sleeps between tries, recorded (what the client asked for, not how long a busy CPU took)."""
+    import openai._base_client as sdk
+
+    waits: list[float] = []
+
+    class Recorded:
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        def sleep(self, seconds):
+            waits.append(seconds)
+            time.sleep(seconds)
+
+    monkeypatch.setattr(sdk, "time", Recorded())
     # Retry-After: 0.6 is waited out although the backoff would be ~1 ms.
-    assert timed_complete(client_for(server, base_delay=0.001, max_delay=5.0), "[429ra=0.6] 2 pens") >= 0.6
+    timed_complete(client_for(server, base_delay=0.001, max_delay=5.0), "[429ra=0.6] 2 pens")
     # Retry-After: 30 is cut to max_delay (the SDK alone would wait the full 30 s).
-    assert timed_complete(client_for(server, base_delay=0.001, max_delay=0.05), "[429ra=30] 2 pens") < 10
+    timed_complete(client_for(server, base_delay=0.001, max_delay=0.05), "[429ra=30] 2 pens")
+    assert waits == [0.6, 0.05]
     # No Retry-After: the backoff, base_delay halved at most by the jitter.
-    assert timed_complete(client_for(server, base_delay=0.4, max_delay=5.0), "[500x1] 2 pens") >= 0.2
+    timed_complete(client_for(server, base_delay=0.4, max_delay=5.0), "[500x1] 2 pens")
+    assert len(waits) == 3 and 0.2 <= waits[2] <= 0.4
     assert server.requests_for("[429ra=") == 4 and server.requests_for("[500x1]") == 2
 
 
