@@ -917,6 +917,92 @@ PAIR_CLASSES = {
         ("0.3333", "\\frac{1}{3}", True),
         ("(1,2)", "(2,1)", False),
     ],
+    # issue 52: what the field's graders rightly accept, with the near misses that stay refused
+    "spaced thousands (52)": [
+        ("2{\\,}500", "2500", True),
+        ("{3 200}", "3200", True),
+        ("4\\thinspace 096", "4096", True),
+        ("65\\;536", "65536", True),
+        ("7{ }000{ }000", "7000000", True),
+        ("2{\\,}501", "2500", False),
+        ("{3 200}", "320", False),
+    ],
+    "currency in a chain (52)": [
+        ("£12 + £8 = £20", "20", True),
+        ("€4 \\times 6 = €24", "24", True),
+        ("\\pounds 30", "30", True),
+        ("¥250", "250", True),
+        ("\\textdollar 7.50", "7.5", True),
+        ("£12 + £8 = £20", "12", False),
+        ("€4 \\times 6 = €25", "25", False),
+    ],
+    "A and B (52)": [
+        ("\\text{B and D}", "B, D", True),
+        ("\\text{(B) and (E)}", "\\{B, E\\}", True),
+        ("\\textbf{1 or 4}", "1, 4", True),
+        ("\\text{B and D}", "B", False),
+        ("\\text{B and D}", "B, C", False),
+    ],
+    "exact value and its decimal (52)": [
+        ("\\frac{5}{7} \\approx 0.71", "0.71", True),
+        ("\\sqrt{5} \\approx 2.2", "2.2", True),
+        ("\\frac{2\\pi}{3} \\approx 2.094", "\\frac{2\\pi}{3}", True),
+        ("e \\approx 2.718", "2.718", True),
+        ("\\frac{5}{9} \\approx 0.555", "\\frac59", True),
+        ("\\frac{5}{7} \\approx 0.71", "0.7", False),
+        ("\\frac{5}{7} \\approx 0.75", "0.75", False),
+        ("\\frac{5}{7} \\approx 0.75", "\\frac57", False),
+        ("\\frac{29}{4} \\approx 7", "7", False),
+    ],
+    "named solutions (52)": [
+        ("\\{(2,5),(5,2)\\}", "a=2, b=5 \\text{ or } a=5, b=2", True),
+        ("(0,1),(1,0)", "x=0,y=1; x=1,y=0", True),
+        ("\\{(3,-2)\\}", "x=3, y=-2", True),
+        ("\\{(1,1),(2,3)\\}", "(x, y) \\in \\{(2,3),(1,1)\\}", True),
+        ("\\{7\\}", "7", True),
+        ("\\{(2,5),(5,2)\\}", "a=2, b=5", False),
+        ("\\{(3,-2)\\}", "x=-2, y=3", False),
+    ],
+    "stray trailing backslash (52)": [
+        ("12\\", "12", True),
+        ("\\sqrt{2}\\", "\\sqrt2", True),
+        ("12\\", "13", False),
+    ],
+    "trig, log, power identities (52)": [
+        ("\\cos 75^\\circ", "\\frac{\\sqrt6-\\sqrt2}{4}", True),
+        ("\\sin 60^{\\circ}", "\\frac{\\sqrt{3}}{2}", True),
+        ("\\log_5 7 \\cdot \\log_7 25", "2", True),
+        ("\\log_{9} 27", "\\frac32", True),
+        ("y^{3^{2^{2}}}", "y^{43046721}", False),  # 3^4 = 81: y^{81}
+        ("y^{3^{2^{2}}}", "y^{81}", True),
+        ("\\cos 75", "\\frac{\\sqrt6-\\sqrt2}{4}", False),
+        ("\\log_5 7 \\cdot \\log_7 25", "5", False),
+    ],
+    "repeating decimals (52)": [
+        ("0.\\overline{6}", "\\frac23", True),
+        ("0.\\overline{09}", "\\frac{1}{11}", True),
+        ("1.\\overline{3}", "\\frac43", True),
+        ("0.8\\overline{3}", "\\frac56", True),
+        ("0.\\overline{6}", "0.6", False),
+        ("0.\\overline{09}", "\\frac{1}{9}", False),
+    ],
+    "units (52)": [
+        ("12\\,\\mathrm{km/h}", "12", True),
+        ("3.5 \\,\\mathrm{m}/\\mathrm{s}^2", "3.5", True),
+        ("40 \\text{ N/m}", "40", True),
+        ("6\\,\\mathrm{kg\\,m^2}", "6", True),
+        ("12\\,\\mathrm{km/h}", "13", False),
+        ("3 + 4\\mathrm{i}", "7", False),
+    ],
+    "lettered choice with its value (52)": [
+        ("\\textbf{(D) } 24", "24", True),
+        ("\\textbf{(D) } 24", "D", True),
+        ("\\textbf{(D)}\\ 24", "\\text{(D)}", True),
+        ("E. 9", "9", True),
+        ("\\textbf{(D) } 24", "25", False),
+        ("\\textbf{(D) } 24", "\\text{(C)}", False),
+        ("(D) 24", "(D) 25", False),
+    ],
     "common notation": [
         ("\\frac12", "0.5", True),
         ("2\\sqrt2", "\\sqrt8", True),
@@ -951,6 +1037,15 @@ COMPLETION_CLASSES = {
         ("$(6,1)$", "(6,1)", True),
         ("\\[ x = 14 \\]", "14", True),
         ("$(1,6)$", "(6,1)", False),
+    ],
+    "issue 52 classes in completions": [
+        ("Comparing the options, $\\boxed{\\textbf{(D) } 24}$.", "24", True),
+        ("She spends $\\boxed{£12 + £8 = £20}$ in all.", "20", True),
+        ("The speed is $\\boxed{12\\,\\mathrm{km/h}}$.", "12", True),
+        ("So $x = \\boxed{0.\\overline{6}}$.", "\\frac{2}{3}", True),
+        ("Thus $\\boxed{\\cos 75^\\circ}$.", "\\frac{\\sqrt6-\\sqrt2}{4}", True),
+        ("The answer is $\\boxed{\\text{B and D}}$.", "B, D", True),
+        ("So $\\boxed{\\frac{5}{7} \\approx 0.75}$.", "\\frac57", False),
     ],
     "policy: no stated answer": [  # corl's strict mode: no reward without a final answer
         ("We have 3 + 4 = 7 so far, and then", "7", False),
@@ -1010,13 +1105,20 @@ def print_table(title: str, rows: dict[str, dict], show: int) -> None:
         print(f"  {name:32} {r['n']:5d}  {acc_c:6.3f}  {acc_m:6.3f}   {ms(r['t_corl'])}   {ms(r['t_mv'])}{flag}")
         for x, gold, label in r["miss_corl"][:show]:
             print(f"      corl miss: {x!r} vs {gold!r} (want {label})")
+    for name, keep in (("all classes", lambda k: True), ("issue 52 classes", lambda k: "52" in k)):
+        chosen = [r for k, r in rows.items() if keep(k)]
+        n = sum(r["n"] for r in chosen)
+        if n:
+            acc_c, acc_m = sum(sum(r["corl"]) for r in chosen) / n, sum(sum(r["mv"]) for r in chosen) / n
+            print(f"  {'= ' + name:32} {n:5d}  {acc_c:6.3f}  {acc_m:6.3f}")
 
 
 def run_classes(show: int) -> None:
-    is_equivalent("\\log_2 8", "3")  # start the pool and math-verify's parser outside the timed calls
+    is_equivalent("\\sum_{k=1}^{3} k", "6")  # start the pool and math-verify's parser outside the timed calls
     mv_equivalent("1", "1")
-    pairs = {k: score(v, is_equivalent, mv_equivalent) for k, v in PAIR_CLASSES.items()}
-    print_table("answer pairs, per class (is_equivalent vs math-verify)", pairs, show)
+    both_ways = {k: v + [(g, p, label) for p, g, label in v] for k, v in PAIR_CLASSES.items()}
+    pairs = {k: score(v, is_equivalent, mv_equivalent) for k, v in both_ways.items()}
+    print_table("answer pairs, per class, each asked both ways (is_equivalent vs math-verify)", pairs, show)
     done = {k: score(v, grade, lambda t, g: mv_equivalent(t, g, whole=True)) for k, v in COMPLETION_CLASSES.items()}
     print_table("whole completions vs a gold, per class (grade vs math-verify)", done, show)
 

@@ -255,16 +255,16 @@ def test_pathological_inputs_are_answered(pred, gold, want):
 
 
 def test_symbolic_check_meets_its_guard_off_the_main_thread():
-    """The sympy fallback (here \\log_2, which the fast reader does not know) answers in a worker
+    """The sympy fallback (here \\sum, which the fast reader does not know) answers in a worker
     thread, where math-verify's signal.alarm would raise, and keeps its wall guard there."""
     from corl.answers import verdict
 
-    is_equivalent("\\log_{2} 8", "3")  # start the worker outside the timed part
+    is_equivalent("\\sum_{k=1}^{3} k", "6")  # start the worker outside the timed part
     results = {}
 
     def check():
-        results["ok"] = verdict("\\log_{2} 16", "4")  # the default guard: a loaded machine is slow, not wrong
-        results["late"] = verdict("\\log_{2} 32", "5", timeout=1e-4)  # cannot make it
+        results["ok"] = verdict("\\sum_{k=1}^{4} k", "10")  # the default guard: a loaded machine is slow, not wrong
+        results["late"] = verdict("\\sum_{k=1}^{5} k", "15", timeout=1e-4)  # cannot make it
 
     worker = threading.Thread(target=check)
     worker.start()

@@ -90,7 +90,7 @@ def test_two_values_joined_by_a_relation_or_a_connective_equal_neither(a, join, 
 
 @pytest.fixture(scope="module")
 def warm_pool():
-    is_equivalent("\\log_{2} 8", "3")  # the pool's one-time start is not part of any deadline
+    is_equivalent("\\sum_{k=1}^{3} k", "6")  # the pool's one-time start is not part of any deadline
 
 
 @settings(max_examples=60, deadline=None)
@@ -105,11 +105,11 @@ def test_a_check_past_its_guard_is_unknown_and_counted_never_false(warm_pool):
     """Issue 41: a check the wall guard cut short used to be answered False (a wrong reward on a
     loaded machine). Its verdict is None, is_equivalent does not make it True, and it is counted."""
     unknown_checks()  # start the count here
-    got = verdict("\\log_{2} 1024", "10", timeout=1e-6)  # true, but no time at all to check it
+    got = verdict("\\sum_{k=1}^{10} k", "55", timeout=1e-6)  # true, but no time at all to check it
     assert got is None
-    assert not is_equivalent("\\log_{2} 1024", "10", timeout=1e-6)  # an unknown earns nothing
+    assert not is_equivalent("\\sum_{k=1}^{10} k", "55", timeout=1e-6)  # an unknown earns nothing
     assert unknown_checks() == 2
-    assert verdict("\\log_{2} 1024", "10") is True  # with the default guard: the verdict
+    assert verdict("\\sum_{k=1}^{10} k", "55") is True  # with the default guard: the verdict
 
 
 # The costliest checks the tests know: the slowest of the fuzz's 10,000 pairs, the pathological
@@ -123,7 +123,7 @@ SLOW_CHECKS = [
     ("(10^{10})!", "1"),
     ("\\frac{" * 500 + "1" + "}{2}" * 500, "0"),
     ("\\binom{2n}{n}", "\\frac{(2n)!}{(n!)^2}"),
-    ("\\log_{2} 16", "4"),
+    ("\\sum_{k=1}^{4} k", "10"),
 ]
 
 
@@ -156,7 +156,7 @@ def test_a_hung_worker_is_killed_and_replaced(warm_pool):
     done, _ = wait([future], timeout=HANG_S)
     assert future in done  # ended by the pool's deadline, not by the sleep
     assert isinstance(future.exception(), TimeoutError)
-    assert is_equivalent("\\log_{2} 16", "4", timeout=30)  # a replacement worker answers
+    assert is_equivalent("\\sum_{k=1}^{4} k", "10", timeout=30)  # a replacement worker answers
 
 
 def test_a_burst_of_timeouts_leaves_the_pool_able_to_answer(warm_pool):
@@ -164,8 +164,8 @@ def test_a_burst_of_timeouts_leaves_the_pool_able_to_answer(warm_pool):
     # worker has taken by killing and respawning that worker: a burst of timeouts kept the pool
     # respawning for minutes, and every check meanwhile answered False (a wrong reward).
     for n in range(40):
-        is_equivalent(f"\\log_{{2}} {2 ** (n + 3)}", f"{n + 3}", timeout=0.05)  # true, but cut short
-    assert is_equivalent("\\log_{2} 16", "4", timeout=30)
+        is_equivalent(f"\\sum_{{k=1}}^{{{n + 3}}} k", f"{(n + 3) * (n + 4) // 2}", timeout=0.05)  # true, but cut short
+    assert is_equivalent("\\sum_{k=1}^{4} k", "10", timeout=30)
 
 
 def _fuzz_input(rng: random.Random) -> str:

@@ -7,6 +7,8 @@ themselves, and `tests/answers/test_answers_conventions.py` pins each one.
 * ORDER: a tuple, a point, an interval or a vector is ordered: ``(1,2)`` is not ``(2,1)``.
   A set ``\\{...\\}``, a list of solutions ``1, 2`` / ``1 or 2`` / one box per solution, and a
   union are unordered. A list compared with a tuple is read in order (``1, 2`` for ``(1, 2)``).
+  A set of one element is that element against what is no set (``\\{(1, 2)\\}`` is the
+  solution ``(1, 2)``, ``\\{5\\}`` is 5): a list of one solution is its solution.
 * DUPLICATES: an element written twice in a set or a list of solutions counts once
   (``\\{1, 1, 2\\}`` is ``\\{1, 2\\}``): a set has no multiplicity, and graders that compare
   as sets accept the repeat.
@@ -19,17 +21,31 @@ themselves, and `tests/answers/test_answers_conventions.py` pins each one.
   ``.0000672`` and ``.0000673``.
 * PERCENT: ``12.5\\%`` equals both 12.5 (what MATH expects) and 0.125 (its value).
 * UNITS: a unit is notation, not value: ``5 cm`` equals ``5``, and a missing unit is never
-  penalised (nor is a different one: the graders compared here all drop units).
+  penalised (nor is a different one: the graders compared here all drop units). Compound units
+  (``7\\,\\mathrm{m/s}``, ``9.8\\,\\mathrm{m}/\\mathrm{s}^2``, ``\\frac{\\text{m}}{\\text{s}}``) and currency
+  signs (``\\$ £ € ¥ ₹``, ``\\pounds``, ``\\euro``), in an equation chain too, are units; ``\\mathrm{e}`` and
+  ``\\mathrm{i}`` are the constants, never a unit. A degree sign is a unit at the top of an
+  answer (``90^\\circ`` is 90) but the factor pi/180 on a function's argument
+  (``\\cos 15^\\circ`` is cos(pi/12)): there it changes the value.
 * NAMED VALUES: ``name = value`` is the value when the left side only names it (``x``,
   ``(p,q)``, ``|AB|``, ``V_1:V_2``, ``\\frac{NO}{BO}``, ``f(x)``); ``2 = x`` is 2. A chain
   ``a = b = c`` (or a computation ``1 + 0.5 = 1.5``) answers its last member. An equation
   whose sides are both expressions in variables stays an equation; two equations are equal
-  when one is a nonzero multiple of the other (the same line or plane).
+  when one is a nonzero multiple of the other (the same line or plane). Named values whose
+  names come again are several solutions, one tuple each in the first one's name order
+  (``x = 1, y = 2 or x = 3, y = 4`` is ``(1, 2), (3, 4)``); distinct names are one solution,
+  read in the order written against a tuple.
+* CHOICES: a lettered choice with its value (``\\textbf{(B) } 7``, ``B. 7``) is one answer: it
+  equals its letter and its value; two letters must agree, and two stated values too
+  (``(B) 7`` is not ``(C) 7`` nor ``(B) 8``). A bare letter states no value (``B`` is not 7).
 * APPROXIMATIONS: ``A \\approx B`` answers A, and also B when B is a decimal that rounds A at
-  B's own places and lies within 1% of it: the exact form and the decimal it claims are both its
-  answer. When B does not round A (``7 \\approx 8``) it is a hedge and answers nothing; an
-  integer B, or A a finite decimal, adds no second reading (``\\frac{23}{3} \\approx 8`` is 23/3,
-  ``7.4 \\approx 7`` is 7.4). See `hedges` for the rest of the family (``7 \\to 8``, ``\\neg 7``).
+  B's own places (``\\frac{1}{3} \\approx 0.33`` is 1/3 and 0.33): both sides are one value, written
+  at two precisions. A decimal that is A's digits cut at its places (``\\frac{2}{3} \\approx 0.666``)
+  is consistent but no reading of its own: it answers A. When B is further from A than its own
+  precision (``7 \\approx 8``, ``\\frac{20}{3} \\approx 6.5``) the sides differ: a hedge, answering
+  nothing. An integer B states no precision, and A a finite decimal is its own value: neither
+  adds a second reading (``\\frac{23}{3} \\approx 8`` is 23/3, ``7.4 \\approx 7`` is 7.4). See `hedges`
+  for the rest of the family (``7 \\to 8``, ``\\neg 7``).
 """
 
 from __future__ import annotations

@@ -6,9 +6,12 @@ expressions by the fast reader at fixed points (`reader`); 4. math-verify in the
 (`symbolic`) for the notation the reader does not know (``\\log_2``, primes, ...).
 
 Fixes over math-verify alone, each measured in benchmarks/answers_accuracy.py: bases
-(``40_8`` is 32, never ``40_9``), percent (``12.5\\%`` is 12.5 too), exact decimals (no
-6-place rounding), bracket types and order, choice letters and text answers compared as
-such, named values and chains, one box per solution, and the wall guard in any thread.
+(``40_8`` is 32, never ``40_9``), percent (``12.5\\%`` is 12.5 too), exact and repeating
+decimals (no 6-place rounding; ``0.\\overline{3}`` is 1/3), bracket types and order, choice
+letters (with their values: ``(B) 7``) and text answers compared as such, named values, named
+solutions and chains, one box per solution, spaced thousands, units and currency signs,
+``\\log_b``, degrees on a function's argument, bounded power towers, and the wall guard in
+any thread.
 
 A verdict is a function of its inputs: every layer is bounded in work (answer length, the
 elements compared pairwise, the scalar checks of one call, the calls sympy may spend:
@@ -39,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 _MAX_UNMATCHED = 16  # elements of a set left after key matching that are compared pairwise
 MAX_SCALAR_CHECKS = 2048  # element comparisons one call may make (nested structures): past them, False
-_CHOICE_WITH_TEXT = re.compile(r"^\(([A-Z])\)\s*\S")
+_CHOICE_WITH_VALUE = re.compile(r"^(?:\(\s*([A-Z])\s*\)|([A-Z])[.:])\s*(\S.*)$")  # "(B) 7", "B. 7"
 _BASE_NUMERAL = re.compile(r"[0-9A-Z)]_\{?\(?\d")
 _INFINITY = re.compile(r"^[-+]?\\infty$")
 _RELATION = re.compile(r"<|>|\\[lg]eq?(?![a-zA-Z])|\\[lg]t(?![a-zA-Z])")
@@ -63,10 +66,9 @@ def _one_scalar_equiv(p: str, g: str, budget: CheckBudget) -> bool:
         return False
     if is_hedge(p) or is_hedge(g):  # two values joined by a relation, a negation: no answer (see hedges)
         return False
-    gl, pl = choice(gc), choice(pc)
-    if gl or pl:  # why: a choice letter is not a symbol to be simplified
-        m = _CHOICE_WITH_TEXT.match(p)
-        return gl is not None and (gl == pl or (m is not None and m.group(1) == gl))
+    pl, gl = _lettered(p), _lettered(g)
+    if pl or gl:  # why: a choice letter is not a symbol to be simplified
+        return _choices_equal(pl, gl, p, g, budget)
     pn, gn = number(pc), number(gc)
     if pn is not None and gn is not None:
         return numbers_equal(pn, gn)
@@ -81,6 +83,26 @@ def _one_scalar_equiv(p: str, g: str, budget: CheckBudget) -> bool:
     if verdict is not None:
         return verdict
     return _symbolic(p, g, budget)
+
+
+def _lettered(s: str) -> tuple[str, str | None] | None:
+    """(letter, its value or None) of a lettered choice: ``B``, ``(B)``, ``(B) 7``, ``B. 7``."""
+    letter = choice(s.replace(" ", ""))
+    if letter:
+        return letter, None
+    m = _CHOICE_WITH_VALUE.match(s)
+    return (m.group(1) or m.group(2), m.group(3).strip()) if m else None
+
+
+def _choices_equal(pl, gl, p: str, g: str, budget: CheckBudget) -> bool:
+    """A lettered choice with its value (``(B) 7``) is one answer: it equals its letter, its value,
+    and itself; two letters must agree, and two stated values too. A bare letter is no value."""
+    if pl and gl:
+        if pl[0] != gl[0]:
+            return False
+        return pl[1] is None or gl[1] is None or _equiv_clean(pl[1], gl[1], budget)
+    lettered, other = (pl, g) if pl else (gl, p)
+    return lettered[1] is not None and _equiv_clean(lettered[1], other, budget)
 
 
 def _drop_percent(s: str, n: Number | None) -> str:
@@ -147,9 +169,19 @@ def _named_equiv(a: Struct, b: Struct, budget: CheckBudget) -> bool:
     return da.keys() == db.keys() and all(_equiv_clean(da[n], db[n], budget) for n in da)
 
 
+def _one_solution(st: Struct, other: Struct) -> Struct:
+    """A set of one element against what is no set: that element (``\\{(1, 2)\\}`` is the solution
+    (1, 2), and so is ``x = 1, y = 2``, named values of one solution; a set against a set or a
+    list of solutions is compared as sets)."""
+    if st.kind == "set" and len(st.items) == 1 and (other.kind not in ("set", "list") or other.names):
+        return element_structure(st.items[0])
+    return st
+
+
 def _struct_equiv(a: Struct, b: Struct, p: str, g: str, budget: CheckBudget) -> bool:
     if struct_key(a) == struct_key(b):
         return True
+    a, b = _one_solution(a, b), _one_solution(b, a)
     kinds = {a.kind, b.kind}
     if kinds == {"scalar"}:
         return _scalar_equiv(a.items[0], b.items[0], budget)

@@ -14,10 +14,12 @@ once. Here:
   at its top level, or an order / similarity relation between two constants (``7 < 8``,
   ``7 \\equiv 8``, ``7 \\ne 8``), or a relation with an empty side (``\\sim 7``, ``7 <``), is a
   hedge (`is_hedge`): only an identical spelling (its vote key) equals it;
-* ``A \\approx B`` is one answer at two precisions only when B is A rounded at B's own places
-  (``\\frac{20}{3} \\approx 6.67``): then both readings stand (B only when it is a decimal
-  within 1% of A: ``\\frac{23}{3} \\approx 8`` answers 23/3 alone, since 8 would be a second
-  candidate); otherwise (``7 \\approx 8``) it is a hedge (`approximation_readings`);
+* ``A \\approx B`` is one answer at two precisions when B is A rounded at B's own places
+  (``\\frac{20}{3} \\approx 6.67``, ``\\frac{1}{3} \\approx 0.3``): then both readings stand (B only
+  when it is a decimal: ``\\frac{23}{3} \\approx 8`` answers 23/3 alone, since an integer states no
+  precision and 8 would be a second candidate); A's digits cut (``\\frac{2}{3} \\approx 0.666``)
+  answer A; sides further apart than B's precision (``7 \\approx 8``, ``\\frac{20}{3} \\approx 6.5``)
+  are a hedge (`approximation_readings`);
 * a scalar that holds a token outside the notation of values (``7 \\star 8``, ``7 \\enspace 8``,
   ``\\color{red}{7} 8``, ``7 • 8``, an unknown macro) is a hedge too: the whitelist in `vocabulary`
   closes the class that the token lists above only enumerate;
@@ -136,9 +138,11 @@ def _terminating(s: str) -> bool:
 
 
 def approximation_readings(s: str) -> list[str] | None:
-    """The readings of ``A \\approx B``: [A, B] when B is A rounded at B's places and A is an exact
-    form; [A] when A is itself a finite decimal (``7.4 \\approx 7`` is 7.4) or its value is unknown
-    to the fast reader; None for a hedge (``7 \\approx 8``, a side missing). [s] without ``\\approx``."""
+    """The readings of ``A \\approx B``: [A, B] when B is a decimal that is A rounded at B's places
+    and A is an exact form; [A] when B is an integer or only A's digits cut at B's places
+    (``\\frac{2}{3} \\approx 0.666``), when A is itself a finite decimal (``7.4 \\approx 7`` is 7.4) or
+    its value is unknown to the fast reader; None for a hedge, whose sides differ beyond B's
+    precision (``7 \\approx 8``, ``\\frac{20}{3} \\approx 6.5``) or lack one. [s] without ``\\approx``."""
     parts = split_top(s, _APPROX)
     if len(parts) < 2:
         return [s]
@@ -149,22 +153,34 @@ def approximation_readings(s: str) -> list[str] | None:
     if not all(parts):
         return None
     exact, rest = parts[0], parts[1:]
-    verdicts = [_agree(exact, x, integers_round=True) for x in rest]
-    if any(v is False for v in verdicts):
+    verdicts = [_approximation(exact, x) for x in rest]
+    if "differs" in verdicts:
         return None
-    if any(v is None for v in verdicts) or _terminating(exact):
+    if None in verdicts or _terminating(exact):
         return [exact]
-    return [exact, *(x for x in rest if _fine_decimal(x, exact))]
+    return [exact, *(x for x, v in zip(rest, verdicts) if v == "rounds" and _has_places(x))]
 
 
-def _fine_decimal(x: str, exact: str) -> bool:
-    """x is a decimal with places within 1% of exact's value: a reading of its own. An integer
-    (``\\frac{23}{3} \\approx 8``) or a coarse decimal is no second answer: it would let
-    two nearby candidates (23/3 and 8) both earn."""
-    n, v = number(x.replace(" ", "")), _value(exact)
-    if n is None or not n.places or v is None or v == 0:
-        return False
-    return float(_places_slack(x, False)) <= 0.01 * float(abs(v.real))
+def _has_places(x: str) -> bool:
+    """x is a decimal with digits after the point: a written precision, so a value of its own.
+    why: an integer (``\\frac{23}{3} \\approx 8``) states no precision; read as a second answer it
+    would let two candidates (23/3 and 8) both earn."""
+    n = number(x.replace(" ", ""))
+    return n is not None and bool(n.places)
+
+
+def _approximation(exact: str, x: str) -> str | None:
+    """How x stands to exact at x's written precision: "rounds" (within half a unit of x's last
+    place: exact correctly rounded), "cuts" (a decimal that is exact's digits cut there, less than
+    one unit below it in size), "differs" (another value), or None when either has no known value."""
+    if _agree(exact, x, integers_round=True):
+        return "rounds"
+    a, b = _value(exact), _value(x)
+    if a is None or b is None:
+        return None
+    unit = float(2 * _places_slack(x, False))
+    cut = 0 <= (abs(a.real) - abs(b.real)) * (1 if a.real * b.real >= 0 else -1) < unit
+    return "cuts" if _has_places(x) and cut else "differs"
 
 
 def false_chain(s: str) -> bool:

@@ -10,6 +10,7 @@ import functools
 import re
 
 from corl.answers.conventions import named_value
+from corl.answers.numbers import fold_exponents
 
 BOX = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 
@@ -34,10 +35,13 @@ def closing_brace(s: str, start: int) -> int:
 
 def strip_tex(s: str) -> str:
     """s without surrounding whitespace, except the space of a trailing ``\\ `` (a TeX space:
-    stripped, it would leave a lone backslash that no rule reads as a space)."""
+    stripped, it would leave a lone backslash that no rule reads as a space); a stray trailing
+    backslash (``5\\``, nothing after it to escape) is dropped: it escapes nothing."""
     out = s.strip()
     escaped = (len(out) - len(out.rstrip("\\"))) % 2
-    return out + " " if escaped and len(out) < len(s.lstrip()) else out
+    if not escaped:
+        return out
+    return out + " " if len(out) < len(s.lstrip()) else out[:-1].rstrip()
 
 
 def balanced(s: str) -> bool:
@@ -109,7 +113,15 @@ _ADJACENT_BOXES = re.compile(r"\}\s*(?=\\(?:boxed|fbox)\s*\{)")  # \boxed{1}\box
 _DELIMS = re.compile(r"\\\$|\$|(?<!\\)\\[()\[\]]")
 _STYLE = re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits)(?![a-zA-Z])")
 _SIZING = re.compile(r"\\(?:left|right|bigg?|Bigg?)[lr]?(?![a-zA-Z])\.?")
-_THOUSANDS = re.compile(r"(?<=\d)\s*(?:,\s*\\!|\{,\}|\\,|\\!|,\\ )\s*(?=\d{3}(?!\d))")
+_THOUSANDS = re.compile(r"(?<=\d)\s*(?:,\s*\\!|\{\s*,\s*\}|\\,|\\!|,\\ )\s*(?=\d{3}(?!\d))")
+# digits grouped by threes with a space between groups (SI style): a TeX space, a braced space
+# (``1{\,}000``, ``1{ }000``), ``\thinspace`` or a plain space; the first group of 1-3 digits
+# starts the number (after ``^`` or ``_`` it is an exponent or an index, not a number)
+_SPACE_SEP = r"(?:\s*(?:\\[,;:! ]|~|\\thinspace(?![a-zA-Z])|\\hspace\*?\{[^{}]*\}|\{\s*(?:\\[,;:! ]|~)?\s*\})\s*|\s+)"
+_SPACED_GROUPS = re.compile(r"(?<![\w.^\\])\d{1,3}(?:" + _SPACE_SEP + r"\d{3})+(?![\d])")
+_SPACE_SEP_RE = re.compile(_SPACE_SEP)
+# a currency sign is a unit, as \$ is (dropped with the math delimiters)
+_CURRENCY = re.compile(r"\\(?:euro|texteuro|pounds|textsterling|textdollar|yen|textyen)(?![a-zA-Z])(?:\s*\{\s*\})?|[€£¥₹]")
 # a \quad parts two answers, except before a unit ("0.25 \quad \text{cm}")
 _QUAD = re.compile(r"\\q?quad(?![a-zA-Z])(?!\s*\\(?:text|mbox|mathrm)\s*\{\s*(?!(?:and|or)\s*\})[A-Za-z])")
 _SEP = "\ue000"  # a \quad between two answers, until the separators are read
@@ -127,7 +139,17 @@ _DEGREES = re.compile(
     r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\degree\b|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|(?<=\d)\^\s*\{?o\}?(?![A-Za-z]))"
 )
 _TEXT_CMD = r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|mathrm|mathbf|mathit|mathsf|operatorname)\s*"
-_UNIT_TEXT = re.compile(r"^(.*?[\w})\]])\s*" + _TEXT_CMD + r"\{\s*[A-Za-z][A-Za-z\s.]*\}\s*(?:\^\s*\{?[23]\}?)?$")
+# a unit in a text command: words, compound (``m/s``, ``kg m^2``, ``m s^{-1}``), with a power, after
+# a value or after another unit and "/" or "\cdot" (``\mathrm{m}/\mathrm{s}^2``); never the
+# constants ``\mathrm{e}`` and ``\mathrm{i}``
+_POWER = r"(?:\^\s*\{?\s*-?\d\s*\}?)"
+_UNIT_BODY = (
+    r"(?!\s*[ei]\s*\})\s*[A-Za-z][A-Za-z\s.]*(?:(?:/|\\cdot|" + _POWER + r"|\s)+[A-Za-z][A-Za-z\s.]*)*" + _POWER + r"?\s*"
+)
+_UNIT = _TEXT_CMD + r"\{" + _UNIT_BODY + r"\}\s*" + _POWER + "?"
+_UNIT_TEXT = re.compile(
+    r"^(.*?[\w})\]])\s*(?:(?:/|\\cdot)\s*)?(?:" + _UNIT + r"|\\frac\s*\{\s*" + _UNIT + r"\s*\}\s*\{\s*" + _UNIT + r"\s*\})$"
+)
 _UNITS = (
     r"(?:cm|mm|km|ft|in|inch(?:es)?|feet|foot|yd|yards?|mi|miles?|kg|mg|lbs?|pounds?|oz|ounces?|hrs?|hours?|"
     r"min(?:utes?)?|sec(?:onds?)?|days?|weeks?|years?|degrees?|units?|cents?|dollars?|meters?|ml|mL|mph|sq)"
@@ -150,7 +172,21 @@ _SEPARATORS = re.compile(
     r"|\s*(?:,\s*)*(?:;|" + _SEP + r")(?:\s*(?:,|;|" + _SEP + r"))*\s*"
 )
 _VAR = r"(?:[a-zA-Z]|\\(?:alpha|beta|gamma|delta|theta|phi|varphi|lambda|mu|omega|rho|sigma|tau|psi))(?:_\{?\w+\}?)?"
-_VAR_PREFIX = re.compile(r"^" + _VAR + r"(?:\([a-z, ]*\))?\s*\\in(?![a-zA-Z])\s*(?=\S)")  # x \in [a, b]
+# x \in [a, b]; (x, y) \in \{(1, 2)\}
+_VAR_PREFIX = re.compile(
+    r"^(?:" + _VAR + r"|\(\s*" + _VAR + r"(?:\s*,\s*" + _VAR + r")+\s*\))(?:\([a-z, ]*\))?\s*\\in(?![a-zA-Z])\s*(?=\S)"
+)
+# "A and C", "(A), (C)", "2 or 3" in one text command: a list of letters or numbers, not prose
+_TEXT_ITEM = r"(?:\(?[A-Z]\)?|\([a-z]\)|[-+]?\d+(?:\.\d+)?)"
+_TEXT_LIST = re.compile(r"^" + _TEXT_ITEM + r"(?:\s*(?:[,;]\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+)" + _TEXT_ITEM + r")+$")
+# a degree sign on a function's argument is the factor pi/180: cos 15 degrees is cos(pi/12)
+_ARGUMENT_DEGREES = re.compile(
+    r"(\\(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])(?:\s*\^\s*(?:\{[^{}]*\}|\d))?\s*\(?\s*)(\d+(?:\.\d+)?)(?:"
+    + _DEGREES.pattern
+    + r"|\s*(?:"
+    + _TEXT_CMD
+    + r"\{\s*deg(?:ree)?s?\s*\}|deg(?:ree)?s?(?![A-Za-z])))"
+)
 _GROUPED_ARG = re.compile(r"(?<=\{)\d{1,3}(?:,\d{3})+(?=\})")
 _GROUPED = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\\%)?$")
 _RELATION = re.compile(r"[<>!]=|==|=[<>]|\\neq?(?![a-zA-Z])")
@@ -220,7 +256,8 @@ def _notation(s: str) -> str:
         if a in s:
             s = s.replace(a, b)
     s = _DELIMS.sub(" ", unbox(_ADJACENT_BOXES.sub("}, ", s)))
-    s = _SIZING.sub("", _STYLE.sub("", s))
+    s = _CURRENCY.sub(" ", _SIZING.sub("", _STYLE.sub("", s)))
+    s = _SPACED_GROUPS.sub(lambda m: _SPACE_SEP_RE.sub("", m.group(0)), s)
     s = _THOUSANDS.sub(",", s)
     s = _GROUPED_ARG.sub(lambda m: m.group(0).replace(",", ""), s)  # \frac{12}{5,525}
     s = _SPACING.sub(" ", _QUAD.sub(_SEP, s))
@@ -248,24 +285,34 @@ def clean(s: str, strip_var: bool = True) -> str:
 
     strip_var: also reduce a named value to the value (``x = 5`` -> ``5``, see conventions).
     """
-    s = _notation(strip_tex(s))
+    s = fold_exponents(_notation(strip_tex(s)))
+    s = _ARGUMENT_DEGREES.sub(lambda m: m.group(1) + "\\frac{" + m.group(2) + "\\pi}{180}", s)
     degrees = _DEGREES.search(s) is not None  # "45^\circ,135^\circ" is a list, not 45135
     s = _DEGREES.sub("", s)
     s = _strip_units(s.strip().strip(_SEP).strip().rstrip(".").strip())
     m = _WHOLE_TEXT.match(s)
-    if m and re.search(r"[A-Za-z][A-Za-z.]", m.group(1)):
+    if m and re.search(r"[A-Za-z][A-Za-z.]", m.group(1)) and not _TEXT_LIST.match(m.group(1)):
         # why: a text answer ("\text{4:30 p.m.}", "\text{Evelyn}") is compared as text:
         # sympy would read its letters as symbols and call different words equal
         return "\\text{" + " ".join(m.group(1).split()) + "}"
     s = " ".join(_TEXT_WRAP.sub(lambda m: m.group(1), s).split())
     s = connectives_as_separators(s)  # "7 \\lor 8" is "7 or 8" (see hedges)
     s = _SEPARATORS.sub(", ", s).strip(", ").replace(_SEP, " ")
+    s = _ungroup(s)
     if strip_var:
         s = value_part(s)
     if s.startswith("+"):
         s = s[1:].lstrip()
     if _GROUPED.match(s) and not degrees:
         s = s.replace(",", "")
+    return s
+
+
+def _ungroup(s: str) -> str:
+    """s without braces around the whole of it: a TeX group prints nothing (``{1000}`` is 1000).
+    A braced list (``{1,3}``, rendered 1,3) keeps them: `structure` reads it as a list."""
+    while s.startswith("{") and closing_brace(s, 0) == len(s) - 1 and len(split_top(s[1:-1], ",")) == 1:
+        s = s[1:-1].strip()
     return s
 
 

@@ -1,4 +1,5 @@
-"""Exact number literals: integers, decimals, fractions, mixed numbers, percentages, bases."""
+"""Exact number literals: integers, decimals, repeating decimals, fractions, mixed numbers,
+percentages, bases; and integer powers inside exponents folded to their value."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ _NUM_PATTERNS = [
     ("sci", re.compile(_DEC + r"(?:\\times|\\cdot)10\^\{?([-+]?\d{1,3})\}?$")),
     ("sci", re.compile(_DEC + r"[eE]([-+]?\d{1,3})$")),
     ("base", re.compile(r"\(?([0-9A-Z]+)\)?_\{?\(?(\d{1,2})\)?\}?$")),
+    # 0.\overline{3}, 0.1\bar{6}, 0.\dot{1}4285\dot{7}: a repeating decimal is the fraction it denotes
+    ("repeat", re.compile(r"(\d*)\.(\d*)\\(?:overline|bar)\{?(\d+)\}?$")),
+    ("repeat", re.compile(r"(\d*)\.(\d*)\\dot\{?(\d)\}?$")),
+    ("dots", re.compile(r"(\d*)\.(\d*)\\dot\{?(\d)\}?(\d*)\\dot\{?(\d)\}?$")),
 ]
+MAX_FOLDED_EXPONENT = 10**7  # x^{2^{2^{2^2}}} is x^{65536}; 10^{10^{10}} stays a tower (the guards refuse it)
+_INNER_POWER = re.compile(r"\^\s*\{\s*(\d{1,7})\s*\^\s*(?:\{\s*(\d{1,7})\s*\}|(\d))\s*\}")
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,8 @@ def _value(kind: str, g: tuple) -> tuple[Fraction, int | None, int] | None:
     if kind == "mixed":
         whole, num, den = (int(x) for x in g)
         return (whole + Fraction(num, den), None, 0) if 0 < num < den else None  # "2\frac32" is a product
+    if kind in ("repeat", "dots"):
+        return _repeating(*g), None, 0
     if kind == "sci":
         return Fraction(g[0]) * Fraction(10) ** int(g[1]), None, 0
     base = int(g[1])  # why: math-verify drops a subscript (40_8 == 40_9); MATH writes N in base b as N_b
@@ -60,6 +69,31 @@ def _value(kind: str, g: tuple) -> tuple[Fraction, int | None, int] | None:
         return Fraction(int(g[0], base)), None, 0
     except ValueError:  # a digit the base does not have, e.g. 29_8
         return None
+
+
+def _repeating(whole: str, fixed: str, *cycle: str) -> Fraction:
+    """whole.fixed(cycle repeating): the exact value (cycle given in pieces for the dotted form)."""
+    rep = "".join(cycle)
+    tail = (Fraction(int(fixed or "0")) + Fraction(int(rep), 10 ** len(rep) - 1)) / 10 ** len(fixed)
+    return int(whole or "0") + tail
+
+
+def fold_exponents(s: str) -> str:
+    """Integer powers inside an exponent replaced by their value while it stays small
+    (``x^{2^{2^{2^2}}}`` -> ``x^{65536}``): a power tower of literals is that one number, and
+    spelling it folded lets keys and the readers compare it; a larger one is left as written."""
+    while "^" in s:
+        m = next((m for m in _INNER_POWER.finditer(s) if _small_power(m)), None)
+        if m is None:
+            return s
+        base, exp = int(m.group(1)), int(m.group(2) or m.group(3))
+        s = s[: m.start()] + "^{" + str(base**exp) + "}" + s[m.end() :]
+    return s
+
+
+def _small_power(m: re.Match) -> bool:
+    base, exp = int(m.group(1)), int(m.group(2) or m.group(3))
+    return base <= 1 or exp * (base.bit_length() - 1) < MAX_FOLDED_EXPONENT.bit_length() and base**exp <= MAX_FOLDED_EXPONENT
 
 
 @functools.lru_cache(maxsize=1 << 16)

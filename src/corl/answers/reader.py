@@ -21,7 +21,24 @@ from corl.answers.numbers import Number
 
 MAX_SYMBOLIC_CHARS = 300  # longer scalars are compared by key only
 
-_FUNCS = {"sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "ln", "log", "exp"}
+_FUNCS = {
+    "sin",
+    "cos",
+    "tan",
+    "cot",
+    "sec",
+    "csc",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "ln",
+    "log",
+    "lg",
+    "exp",
+}
 _GREEK = {
     "alpha",
     "beta",
@@ -207,21 +224,30 @@ class _Reader:
         return lambda env: env[name]
 
     def function(self, name: str):
-        """\\sin x, \\sin(x), \\sin^2 x, \\sin 2x (the implicit product that follows)."""
+        """\\sin x, \\sin(x), \\sin^2 x, \\sin 2x (the implicit product that follows), \\log_2 x."""
         mp = _mp()
-        fn = {"arcsin": mp.asin, "arccos": mp.acos, "arctan": mp.atan, "log": mp.ln}.get(name) or getattr(mp, name)
+        fn = {"arcsin": mp.asin, "arccos": mp.acos, "arctan": mp.atan, "log": mp.ln, "lg": mp.log10}.get(name) or getattr(
+            mp, name
+        )
+        if name == "log" and self.peek() == "_":  # why: log_b x is ln x / ln b (log_2 3 log_3 4 is 2)
+            self.take()
+            base = self.group() if self.peek() == "{" else self.atom()
+            return _apply(lambda b, x: mp.ln(x) / mp.ln(b), base, self._argument())
         exp = None
         if self.peek() == "^":
             self.take()
             exp = self.group() if self.peek() == "{" else self.postfix()
-        if self.peek() in ("(", "{"):
-            arg = self.group(self.peek())
-        else:
-            arg = self.power()
-            while self.peek() and _ATOM_START.match(self.peek()) and self.peek()[1:] not in _FUNCS:
-                arg = _apply(operator.mul, arg, self.power())
-        node = _apply(fn, arg)
+        node = _apply(fn, self._argument())
         return node if exp is None else _apply(mp.power, node, exp)
+
+    def _argument(self):
+        """A function's argument: a group, else the implicit product that follows (\\sin 2x)."""
+        if self.peek() in ("(", "{"):
+            return self.group(self.peek())
+        arg = self.power()
+        while self.peek() and _ATOM_START.match(self.peek()) and self.peek()[1:] not in _FUNCS:
+            arg = _apply(operator.mul, arg, self.power())
+        return arg
 
 
 def _small(x) -> int:

@@ -52,7 +52,8 @@ def _named_items(items: list[str]) -> tuple[list[str], tuple]:
     """Values of a list's elements, and their names when every element names a distinct one.
 
     "x = 1, x = 2" -> (1, 2) unnamed (the solutions of one unknown); "a = 4, b = 5" -> (4, 5)
-    named a, b; "(x,y) = (5,8), (8,5)" -> ((5,8), (8,5)).
+    named a, b; "(x,y) = (5,8), (8,5)" -> ((5,8), (8,5)); "x = 1, y = 2 or x = 3, y = 4" ->
+    ((1,2), (3,4)): a name that comes again starts the next solution (`_solutions`).
     """
     names, values = [], []
     for item in items:
@@ -60,8 +61,24 @@ def _named_items(items: list[str]) -> tuple[list[str], tuple]:
         named = m is not None and is_name(m.group(1)) and "=" not in item[m.end() :]
         names.append(re.sub(r"[\s{}]", "", m.group(1)) if named else None)
         values.append(clean(item[m.end() :], False) if named else value_part(item))
-    distinct = all(names) and len(set(names)) == len(names)
-    return values, tuple(names) if distinct else ()
+    if not all(names) or len(set(names)) == len(names):
+        return values, tuple(names) if all(names) else ()
+    return _solutions(names, values), ()
+
+
+def _solutions(names: list[str], values: list[str]) -> list[str]:
+    """Named values whose names repeat, as one tuple per solution in the first solution's name
+    order; a name that comes again closes a solution. The values as they are when the solutions
+    do not all name the same unknowns (then they stay a list of values)."""
+    groups: list[dict] = [{}]
+    for name, value in zip(names, values):
+        if name in groups[-1]:
+            groups.append({})
+        groups[-1][name] = value
+    order = list(groups[0])
+    if len(order) < 2 or any(g.keys() != groups[0].keys() for g in groups):
+        return values
+    return ["(" + ", ".join(g[n] for n in order) + ")" for g in groups]
 
 
 _LESS = {"<": "<", "\\lt": "<", "\\le": "<=", "\\leq": "<=", "\\leqslant": "<="}

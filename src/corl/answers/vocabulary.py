@@ -19,7 +19,9 @@ the classes of benchmarks/answers_accuracy.py):
 * the escaped characters ``\\{ \\} \\% \\$ \\| \\\\ \\&`` and the spaces ``\\, \\; \\: \\! \\ `` (which
   normalize strips or reads as separators);
 * outside ASCII: letters, digits and number forms (``½ ²``), combining marks, spaces, and the
-  value symbols ``∅ ∞ √ ∑ ∏ ∫ ∂ ∇ ° ′ ″`` (normalize maps ``· × − π ≤ ≥ ≈ ∪ ±`` to TeX before).
+  value symbols ``∅ ∞ √ ∑ ∏ ∫ ∂ ∇ ° ′ ″`` (normalize maps ``· × − π ≤ ≥ ≈ ∪ ±`` to TeX before,
+  drops currency signs, ``£ € ¥ ₹ \\pounds \\euro``, as units the way it drops ``\\$``, and joins
+  digit groups parted by ``\\thinspace`` or a braced space, so none of them reaches this list).
 
 Commands a layer misreads are left out on purpose even where they are notation: ``\\bmod`` and
 ``\\mod`` (``7 \\bmod 8`` was read as 8), ``\\ast`` and ``\\star`` between values, ``\\circ`` as a
