@@ -5,11 +5,19 @@ do is counted, not timed: each is_equivalent call has `MAX_SYMBOLIC_CALLS` Pytho
 calls to spend in sympy and math-verify (counted by a trace hook in the worker, parse included).
 A check that runs out of calls is answered False: the same answer on an idle machine and on a
 loaded one. sympy's cache makes a check cheaper the second time a worker sees it (the costliest
-symbolic checks of the tests and benchmarks, ``\\log_3(x^3+3x^2+3x+1)`` against
-``3\\log_3(x+1)``: ~0.9 M calls in a fresh worker, ~0.1 M warm), so the budget is ~5x the
-cold cost of those: only a check far beyond them could be answered differently by a warm
-and a cold worker. Counting costs ~2x in time, on the few checks that reach sympy (none of
-the 16,596 dev pairs of benchmarks/answers_accuracy.py).
+symbolic checks of the tests and benchmarks, ``\\sum_{k=1}^{n} k^3`` against
+``\\frac{n^2(n+1)^2}{4}``: ~0.9 M calls in a fresh worker, 0.05 M warm), so the budget is ~2x
+the cold cost of those: only a check well beyond them could be answered differently by a warm
+and a cold worker.
+
+The budget binds long before the wall guard: a counted call costs ~0.8 us of CPU (the hook
+included: counting costs ~2-3x in time, on the few checks that reach sympy), so a check that
+spends all 2 M calls takes ~1.6 s of CPU, 5% of the guard's 30 s (the 5 M of the round before:
+4 s). Wall time is that CPU time stretched by the machine's load: the 5 M calls took 21 s of the
+30 under four busy processes (issue 52), where 2 M would take ~8 (2/5 of the work under the same
+load). Past a load that stretches 1.6 s beyond 30, no budget counted in work can bind first;
+the guard then answers unknown (counted, never False). benchmarks/answers_deadlines.py
+--budget-only measures all of it.
 
 why a pool still: math-verify's own timeouts use ``signal.alarm``, which raises off the main
 thread, and neither a trace hook nor an alarm can stop a long C call (``10^{10^{10}}``; those the
@@ -49,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 GUARD_S = 30.0  # the last wall guard of one is_equivalent call (its symbolic checks together): past it, unknown
 DEFAULT_TIMEOUT_S = GUARD_S  # the name callers pass as `timeout`
-MAX_SYMBOLIC_CALLS = 5_000_000  # Python calls one is_equivalent call may spend in sympy (all its symbolic checks)
+MAX_SYMBOLIC_CALLS = 2_000_000  # Python calls one is_equivalent call may spend in sympy (all its symbolic checks)
 WORKER_STARTUP_S = 60.0  # importing sympy on a loaded machine can take a while
 
 

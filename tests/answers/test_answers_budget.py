@@ -1,0 +1,50 @@
+"""The work budget of the symbolic layer (corl.answers.symbolic): a check that needs more calls
+than `MAX_SYMBOLIC_CALLS` is cut by the budget, not by the wall guard, and answered False.
+
+How soon the budget binds (seconds, idle and under load, against the guard) is measured in
+benchmarks/answers_deadlines.py; a test asserts what the cut answers, not how fast.
+"""
+
+from __future__ import annotations
+
+from corl.answers import MAX_SYMBOLIC_CALLS, unknown_checks, verdict
+from corl.answers.symbolic import budgeted_equiv, counted
+
+# A true identity sympy proves in ~7.5 M calls in a fresh process (sums of k^200 from 1 and from 0):
+# far past the budget. Its small sibling (k^3) costs ~0.3 M and is proved within it.
+OVER_BUDGET = ("\\sum_{k=1}^{n} k^{200}", "\\sum_{j=0}^{n} j^{200}")
+WITHIN_BUDGET = ("\\sum_{k=1}^{n} k^{3}", "\\sum_{j=0}^{n} j^{3}")
+
+
+def test_counted_stops_at_the_budget_and_reports_the_calls():
+    def one(n):
+        return abs(n)  # a builtin inside: not a Python call
+
+    def calls(n):
+        for i in range(n):
+            one(i)
+
+    _, spent = counted(calls, 100, 50)
+    assert spent == 51  # calls itself, and one() 50 times
+    try:
+        counted(calls, 100, 500)
+    except BaseException as e:  # OverBudget is a BaseException: sympy's `except Exception` cannot swallow it
+        assert type(e).__name__ == "OverBudget" and not isinstance(e, Exception)
+    else:
+        raise AssertionError("no stop past the budget")
+
+
+def test_a_check_past_the_work_budget_is_cut_by_it_and_answered_false():
+    """In-process: the whole budget is spent and the verdict is False (not the identity's True)."""
+    assert budgeted_equiv(*OVER_BUDGET, MAX_SYMBOLIC_CALLS) == (False, MAX_SYMBOLIC_CALLS)
+    got, spent = budgeted_equiv(*WITHIN_BUDGET, MAX_SYMBOLIC_CALLS)
+    assert got is True and spent < MAX_SYMBOLIC_CALLS  # the same family, decided within the budget
+
+
+def test_through_the_pool_the_budget_binds_before_the_wall_guard():
+    """The verdict a caller gets under the default guard: False, and no unknown counted (an unknown
+    would mean the wall guard, not the budget, ended the check)."""
+    unknown_checks()
+    assert verdict(*OVER_BUDGET) is False
+    assert verdict(*WITHIN_BUDGET) is True
+    assert unknown_checks() == 0
