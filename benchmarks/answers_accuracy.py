@@ -953,6 +953,8 @@ PAIR_CLASSES = {
         ("\\frac{5}{7} \\approx 0.75", "0.75", False),
         ("\\frac{5}{7} \\approx 0.75", "\\frac57", False),
         ("\\frac{29}{4} \\approx 7", "7", False),
+        ("\\frac{2}{9} \\approx 0.2", "0.2", False),  # one digit: no reading of its own
+        ("\\frac{2}{9} \\approx 0.2", "\\frac29", True),
     ],
     "named solutions (52)": [
         ("\\{(2,5),(5,2)\\}", "a=2, b=5 \\text{ or } a=5, b=2", True),

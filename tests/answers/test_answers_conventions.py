@@ -57,3 +57,12 @@ def test_approximation_is_both_its_members():
     assert is_equivalent("\\frac{22}{7} \\approx 3.142857", "\\frac{22}{7}")
     assert is_equivalent("\\frac{22}{7} \\approx 3.142857", "3.142857")
     assert not is_equivalent("\\frac{22}{7} \\approx 3.142857", "\\pi")
+
+
+def test_approximation_reading_needs_two_significant_digits():
+    assert conventions.APPROX_READING_DIGITS == 2
+    assert is_equivalent("\\frac{2}{7} \\approx 0.29", "0.29")  # two digits: a reading of its own
+    assert not is_equivalent("\\frac{2}{7} \\approx 0.3", "0.3")  # one digit: consistent, answers 2/7 alone
+    assert is_equivalent("\\frac{2}{7} \\approx 0.3", "\\frac{2}{7}")
+    assert is_equivalent("\\frac{2}{7} \\approx 0.2", "\\frac{2}{7}")  # its digits cut: consistent
+    assert not is_equivalent("\\frac{2}{7} \\approx 0.4", "\\frac{2}{7}")  # neither rounded nor cut: a hedge

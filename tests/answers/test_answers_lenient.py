@@ -62,13 +62,14 @@ CLASSES = {
             ("\\frac{1}{3} \\approx 0.33", "0.33"),
             ("\\frac{1}{3} \\approx 0.33", "\\frac{1}{3}"),
             ("\\sqrt{3} \\approx 1.7", "1.7"),
-            ("\\frac{1}{3} \\approx 0.3", "0.3"),
             ("\\frac{2}{3} \\approx 0.666", "\\frac{2}{3}"),  # digits cut, not rounded: still one value
+            ("\\frac{1}{3} \\approx 0.3", "\\frac{1}{3}"),
             ("\\pi \\approx 3.14", "3.14"),
             ("\\log_2 3 \\approx 1.585", "1.585"),
         ],
         [
             ("\\frac{1}{3} \\approx 0.33", "0.3"),
+            ("\\frac{1}{3} \\approx 0.3", "0.3"),  # one digit rounds 2/7 and 3/10 alike: no reading of its own
             ("\\frac{2}{3} \\approx 0.666", "0.666"),  # a cut decimal is no reading of its own
             ("\\frac{20}{3} \\approx 6.5", "6.5"),  # sides that differ: a hedge, equal to neither
             ("\\frac{20}{3} \\approx 6.5", "\\frac{20}{3}"),

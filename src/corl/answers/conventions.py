@@ -39,9 +39,10 @@ themselves, and `tests/answers/test_answers_conventions.py` pins each one.
   equals its letter and its value; two letters must agree, and two stated values too
   (``(B) 7`` is not ``(C) 7`` nor ``(B) 8``). A bare letter states no value (``B`` is not 7).
 * APPROXIMATIONS: ``A \\approx B`` answers A, and also B when B is a decimal that rounds A at
-  B's own places (``\\frac{1}{3} \\approx 0.33`` is 1/3 and 0.33): both sides are one value, written
-  at two precisions. A decimal that is A's digits cut at its places (``\\frac{2}{3} \\approx 0.666``)
-  is consistent but no reading of its own: it answers A. When B is further from A than its own
+  B's own places and has `APPROX_READING_DIGITS` significant digits (``\\frac{1}{3} \\approx 0.33``
+  is 1/3 and 0.33): both sides are one value, written at two precisions. A one-digit decimal
+  (``\\frac{1}{3} \\approx 0.3``: 0.3 rounds 2/7 and 3/10 alike) or one that is A's digits cut at
+  its places (``\\frac{2}{3} \\approx 0.666``) is consistent but no reading of its own: it answers A. When B is further from A than its own
   precision (``7 \\approx 8``, ``\\frac{20}{3} \\approx 6.5``) the sides differ: a hedge, answering
   nothing. An integer B states no precision, and A a finite decimal is its own value: neither
   adds a second reading (``\\frac{23}{3} \\approx 8`` is 23/3, ``7.4 \\approx 7`` is 7.4). See `hedges`
@@ -54,6 +55,7 @@ import re
 from fractions import Fraction
 
 APPROX_DIGITS = 4  # significant digits a rounded decimal needs to stand for an exact value
+APPROX_READING_DIGITS = 2  # significant digits the B of "A \approx B" needs to be an answer of its own
 FLOAT_REPR_DIGITS = 15  # significant digits from which a decimal may be a float repr
 FLOAT_REPR_ULPS = Fraction(1, 2**52)  # relative slack of a float repr: one unit of double precision
 

@@ -15,11 +15,12 @@ once. Here:
   ``7 \\equiv 8``, ``7 \\ne 8``), or a relation with an empty side (``\\sim 7``, ``7 <``), is a
   hedge (`is_hedge`): only an identical spelling (its vote key) equals it;
 * ``A \\approx B`` is one answer at two precisions when B is A rounded at B's own places
-  (``\\frac{20}{3} \\approx 6.67``, ``\\frac{1}{3} \\approx 0.3``): then both readings stand (B only
-  when it is a decimal: ``\\frac{23}{3} \\approx 8`` answers 23/3 alone, since an integer states no
-  precision and 8 would be a second candidate); A's digits cut (``\\frac{2}{3} \\approx 0.666``)
-  answer A; sides further apart than B's precision (``7 \\approx 8``, ``\\frac{20}{3} \\approx 6.5``)
-  are a hedge (`approximation_readings`);
+  (``\\frac{20}{3} \\approx 6.67``, ``\\frac{1}{3} \\approx 0.33``): then both readings stand (B only
+  when it is a decimal of two significant digits or more: ``\\frac{23}{3} \\approx 8`` and
+  ``\\frac{1}{3} \\approx 0.3`` answer A alone, since an integer states no precision and one digit
+  rounds too many values alike); A's digits cut (``\\frac{2}{3} \\approx 0.666``) answer A; sides
+  further apart than B's precision (``7 \\approx 8``, ``\\frac{20}{3} \\approx 6.5``) are a hedge
+  (`approximation_readings`);
 * a scalar that holds a token outside the notation of values (``7 \\star 8``, ``7 \\enspace 8``,
   ``\\color{red}{7} 8``, ``7 • 8``, an unknown macro) is a hedge too: the whitelist in `vocabulary`
   closes the class that the token lists above only enumerate;
@@ -37,7 +38,7 @@ import re
 import unicodedata
 from fractions import Fraction
 
-from corl.answers.conventions import has_variable, is_name
+from corl.answers.conventions import APPROX_READING_DIGITS, has_variable, is_name
 from corl.answers.normalize import split_top
 from corl.answers.numbers import number
 from corl.answers.vocabulary import unknown_token
@@ -158,15 +159,22 @@ def approximation_readings(s: str) -> list[str] | None:
         return None
     if None in verdicts or _terminating(exact):
         return [exact]
-    return [exact, *(x for x, v in zip(rest, verdicts) if v == "rounds" and _has_places(x))]
+    return [exact, *(x for x, v in zip(rest, verdicts) if v == "rounds" and _reading_of_its_own(x))]
 
 
 def _has_places(x: str) -> bool:
-    """x is a decimal with digits after the point: a written precision, so a value of its own.
-    why: an integer (``\\frac{23}{3} \\approx 8``) states no precision; read as a second answer it
-    would let two candidates (23/3 and 8) both earn."""
+    """x is a decimal with digits after the point: a written precision."""
     n = number(x.replace(" ", ""))
     return n is not None and bool(n.places)
+
+
+def _reading_of_its_own(x: str) -> bool:
+    """x, a rounding of the exact side, is also an answer: a decimal with places and at least
+    `APPROX_READING_DIGITS` significant digits. why: an integer (``\\frac{23}{3} \\approx 8``) states
+    no precision, and a one-digit decimal rounds too many values alike (``0.3``: 1/3, 2/7, 3/10);
+    read as a second answer, either would let two different candidates both earn."""
+    n = number(x.replace(" ", ""))
+    return n is not None and bool(n.places) and n.digits >= APPROX_READING_DIGITS
 
 
 def _approximation(exact: str, x: str) -> str | None:
