@@ -8,6 +8,7 @@ reference solutions (tests/evaluation/test_code_eval.py, 164/164 and 500/500).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -218,3 +219,43 @@ def test_eval_math_reports_standard_errors_and_intervals_beside_every_figure(tmp
     shown = " ".join(table.stdout.split())
     greedy_cell = f"{entry['greedy']:.3f} ± {entry['se']['greedy']:.3f} [{entry['ci95']['greedy'][0]:.3f}, {entry['ci95']['greedy'][1]:.3f}]"
     assert greedy_cell in shown and "pooled_maj@6 over all models: " + f"{pooled:.3f} ±" in shown
+
+
+def _run_folder(tmp_path, tiny_models, tiny_data, chat: list[bool], stop: list[str]) -> Path:
+    """A run folder as corl train leaves it (config.yaml, checkpoints/step_000001/<agent>), its agents the fixture's models."""
+    import yaml
+
+    from tests.helpers import tiny_config
+
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"stop_strings": stop})
+    for agent, flag in zip(raw["agents"], chat, strict=True):
+        agent["chat_template"] = flag
+    run = tmp_path / "run"
+    step = run / "checkpoints" / "step_000001"
+    step.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(raw))
+    for agent in raw["agents"]:
+        (step / agent["name"]).symlink_to(agent["model"])
+    return run
+
+
+def test_a_runs_agents_are_each_prompted_as_they_trained(tmp_path, tiny_models, tiny_data):
+    """A cohort may pair an instruct model (its chat template) with a base model (plain text): corl eval RUN
+    prompts each agent its own way. Here agent1 asks for a chat template its tokenizer lacks, which only
+    an evaluation that reads agent1's own setting can notice; agent0's plain prompt evaluates."""
+    run = _run_folder(tmp_path, tiny_models, tiny_data, chat=[False, True], stop=[])
+    result = runner.invoke(app, ["eval", str(run), "--k", "1", "--max-new-tokens", "4", "--json"])
+    assert result.exit_code != 0 and "chat_template is on but the tokenizer has no chat template" in str(result.exception)
+    both_plain = runner.invoke(app, ["eval", str(run), "--k", "1", "--max-new-tokens", "4", "--no-chat", "--json"])
+    assert both_plain.exit_code == 0, both_plain.output  # --chat / --no-chat given: every agent as told
+
+
+def test_eval_of_a_run_ends_completions_at_its_stop_strings(tmp_path, tiny_models, tiny_data):
+    run = _run_folder(tmp_path, tiny_models, tiny_data, chat=[False, False], stop=["{"])
+    records = tmp_path / "records.jsonl"
+    result = runner.invoke(app, ["eval", str(run), "--k", "2", "--max-new-tokens", "12", "--records", str(records), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    texts = [r["greedy"]["completion"] for r in rows] + [s["completion"] for r in rows for s in r["samples"]]
+    assert texts and not any("{" in t for t in texts)  # the fixture models write \boxed{d}: cut before the brace
+    assert any(t.endswith("boxed") for t in texts)

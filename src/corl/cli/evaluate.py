@@ -42,7 +42,12 @@ def evaluate(
     answer_field: str = typer.Option("answer", help="math: the field holding the answer."),
     template: str = typer.Option("{problem}\n{instruction}", help="math: prompt text with {problem} and {instruction}."),
     instruction: str = typer.Option(DEFAULT_INSTRUCTION),
-    chat: bool = typer.Option(False, help="Wrap prompts in each tokenizer's chat template (code: the instruct style)."),
+    chat: bool = typer.Option(
+        False, help="Wrap prompts in each tokenizer's chat template (code: the instruct style); a run's agents: their own."
+    ),
+    stop: list[str] = typer.Option(
+        [], "--stop", help="End each completion at this string (repeatable): a base model prompted few-shot, --stop '\\n'."
+    ),
     group_by: str | None = typer.Option(None, help="math: also report accuracy per value of this field (e.g. level, type)."),
     batch_prompts: int = typer.Option(32, min=1, help="Prompts per generate call."),
     seed: int = 0,
@@ -93,9 +98,11 @@ def evaluate(
     data, split, n, prompt_field, answer_field = (
         taken.get(k, v) for k, v in zip(DATA_OPTIONS, (data, split, n, prompt_field, answer_field))
     )
-    template, instruction, chat, max_new_tokens, task = (
-        taken.get(k, v) for k, v in zip(PROMPT_OPTIONS, (template, instruction, chat, max_new_tokens, task))
+    template, instruction, max_new_tokens, stop, task = (
+        taken.get(k, v) for k, v in zip(PROMPT_OPTIONS, (template, instruction, max_new_tokens, stop, task))
     )
+    # a run's agent is prompted as it trained (agents[].chat_template), unless --chat is given
+    chats = {t.source: t.chat if t.chat is not None and "chat" not in _given(ctx) else taken.get("chat", chat) for t in targets}
     if note:
         err.print(f"corl eval: {', '.join(t.label for t in targets)}; {note}")
     if data is None:
@@ -118,7 +125,7 @@ def evaluate(
         raise typer.Exit(2)
     common = dict(
         models=models, data=data, split=split, n=n, k=k, temperature=temperature, max_new_tokens=max_new_tokens,
-        chat=chat, batch_prompts=batch_prompts, seed=seed, engine_name=engine_name, err=err,
+        chats=chats, stop=tuple(stop), batch_prompts=batch_prompts, seed=seed, engine_name=engine_name, err=err,
     )  # fmt: skip
     if evaluate_as == "code":
         results, per_problem = _evaluate_code(style=style, shots=shots, **common)
@@ -155,7 +162,7 @@ def _relabel(results: dict, per_problem: list[dict], targets) -> None:
         record["model"] = label.get(record["model"], record["model"])
 
 
-def _greedy_and_sampled(engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts):
+def _greedy_and_sampled(engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts, stop=()):
     """One greedy completion and K sampled ones per prompt (seeded), advancing `name`'s bar."""
     import torch
 
@@ -165,9 +172,10 @@ def _greedy_and_sampled(engine, prompts, bar, name, seed, k, temperature, max_ne
     bar_task = bar.add_task(f"{name}", total=2 * len(prompts))
     advance = lambda m: bar.advance(bar_task, m)  # noqa: E731
     torch.manual_seed(seed)
-    greedy_texts, _ = sample_completions(engine, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), batch_prompts, advance)
+    greedy = SamplingParams(0.0, 1.0, max_new_tokens, stop)
+    greedy_texts, _ = sample_completions(engine, prompts, 1, greedy, batch_prompts, advance)
     texts, lengths = sample_completions(
-        engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens), batch_prompts, advance
+        engine, prompts, k, SamplingParams(temperature, 1.0, max_new_tokens, stop), batch_prompts, advance
     )
     return greedy_texts, texts, lengths
 
@@ -195,8 +203,8 @@ def _math_prompts(problems, field: str, template, tok, processor) -> list:
 
 
 def _evaluate_math(
-    models, data, split, n, k, temperature, max_new_tokens, prompt_field, answer_field, template, instruction, chat,
-    group_by, batch_prompts, seed, engine_name, extract, err,
+    models, data, split, n, k, temperature, max_new_tokens, prompt_field, answer_field, template, instruction, chats,
+    stop, group_by, batch_prompts, seed, engine_name, extract, err,
 ) -> tuple[dict, list[dict]]:  # fmt: skip
     from rich.progress import Progress
 
@@ -229,11 +237,11 @@ def _evaluate_math(
     all_sampled = []
     with Progress(console=err, transient=True) as bar:
         for name in models:
-            engine, tok, processor = _engine(name, engine_name, chat)
-            tmpl = PromptTemplate(template, instruction, chat)
+            engine, tok, processor = _engine(name, engine_name, chats[name])
+            tmpl = PromptTemplate(template, instruction, chats[name])
             prompts = _math_prompts(problems, prompt_field, tmpl, tok, processor)
             greedy_texts, texts, lengths = _greedy_and_sampled(
-                engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts
+                engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts, stop
             )
             greedy, sampled = extract_all(greedy_texts, extract, options), extract_all(texts, extract, options)
             all_sampled.append(sampled)
@@ -318,7 +326,7 @@ def _code_prompt(row, style: str, shots, tok) -> str:
 
 
 def _evaluate_code(
-    models, data, split, n, k, temperature, max_new_tokens, chat, batch_prompts, seed, engine_name, style, shots, err
+    models, data, split, n, k, temperature, max_new_tokens, chats, stop, batch_prompts, seed, engine_name, style, shots, err
 ) -> tuple[dict, list[dict]]:
     from rich.progress import Progress
 
@@ -326,7 +334,7 @@ def _evaluate_code(
     from corl.evaluation.evaluate import INTERVALS, spread
     from corl.tasks.code.execute import close
 
-    rows, style, few = _code_rows(data, split, n, style, chat, shots, err)
+    rows, style, few = _code_rows(data, split, n, style, any(chats.values()), shots, err)
     ks = sorted({1, k})
     results: dict = {"data": data, "task": "code", "style": style, "n": len(rows), "k": k, "temperature": temperature}
     results["intervals"], results["models"] = INTERVALS, {}
@@ -341,7 +349,7 @@ def _evaluate_code(
                     err.print(f"[red]error:[/red] {escape(str(name))}: {escape(str(e))}")
                     raise typer.Exit(2) from None
                 greedy_texts, texts, lengths = _greedy_and_sampled(
-                    engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts
+                    engine, prompts, bar, name, seed, k, temperature, max_new_tokens, batch_prompts, stop
                 )
                 greedy = run_tests_on(rows, greedy_texts, style, ks=(1,))
                 sampled = run_tests_on(rows, texts, style, ks=ks, plus=True)  # MBPP rows: pass@k+ too (corl.tasks.code.plus)

@@ -317,6 +317,12 @@ class CohortConfig(_Strict):
     max_new_tokens: int = Field(
         512, ge=1, description="Completion budget; a truncated completion has no answer (see truncated_answers)."
     )
+    stop_strings: list[str] = Field(
+        default_factory=list,
+        description="A completion ends at the first of these strings, which its text drops (vLLM's stop, generate's "
+        'stop_strings): a base model prompted few-shot goes on to write the next problem; ["\\n"] ends it at its '
+        "line. Such a completion is not truncated. Also used for validation; corl eval RUN takes them from the run.",
+    )
     truncated_answers: Literal["drop", "keep"] = Field(
         "drop",
         description="A completion that hit max_new_tokens without EOS: drop = it has no answer, so it neither votes nor "

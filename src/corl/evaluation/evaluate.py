@@ -172,8 +172,10 @@ def accuracy_by_group(correct: Sequence[float], groups: Sequence[str]) -> dict[s
 
 
 @torch.no_grad()
-def greedy_completions(engine: RolloutEngine, prompts: Sequence, max_new_tokens: int, batch_prompts: int = 64) -> list[str]:
-    """One greedy completion per prompt ([B] texts); the task kind grades them (`TaskSpec.grade`)."""
-    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+def greedy_completions(
+    engine: RolloutEngine, prompts: Sequence, max_new_tokens: int, batch_prompts: int = 64, stop: tuple[str, ...] = ()
+) -> list[str]:
+    """One greedy completion per prompt ([B] texts), ended at a stop string; the task kind grades them (`TaskSpec.grade`)."""
+    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens, stop=stop)
     texts, _ = sample_completions(engine, prompts, 1, params, batch_prompts)
     return [group[0] for group in texts]

@@ -16,15 +16,16 @@ what was expected.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corl.config import ConfigError, RunConfig, load_config
 from corl.models import check_model_source
+from corl.models.sources import split_model_name
 
 EXPECTED = (
     "expected a run folder (with checkpoints/), a checkpoint folder (RUN/checkpoints/step_N), "
-    "a model folder (with config.json), a Hugging Face id or tiny:<family>"
+    "a model folder (with config.json), a GGUF file, a Hugging Face id or tiny:<family>"
 )
 
 
@@ -38,6 +39,9 @@ class Target:
     source: str  # what loads: a model folder, a Hugging Face id or tiny:<family>
     run: Path | None = None  # the run folder an agent comes from
     checkpoint: Path | None = None
+    # an agent's own agents[].chat_template (a cohort may mix an instruct model prompted through
+    # its chat template with a base model prompted with plain text); None: not an agent of a run
+    chat: bool | None = None
 
 
 def resolve_targets(items: list[str], step: str | None = None) -> list[Target]:
@@ -60,7 +64,7 @@ def resolve_targets(items: list[str], step: str | None = None) -> list[Target]:
         return path.resolve().parts if path.exists() else tuple(t.source.split("/"))
 
     labels = distinct_tails([identity(t) for t in targets])
-    return [Target(label, t.source, t.run, t.checkpoint) for label, t in zip(labels, targets, strict=True)]
+    return [replace(t, label=label) for label, t in zip(labels, targets, strict=True)]
 
 
 def distinct_tails(identities: list[tuple[str, ...]]) -> list[str]:
@@ -87,9 +91,9 @@ def _expand(item: str, step: str | None) -> list[Target]:
     path = Path(item).expanduser()
     if not path.exists() and path.parent != Path(".") and path.parent.is_dir():
         raise TargetError(f"{item!r} not found (its folder {str(path.parent)!r} exists): {EXPECTED}")
-    if not path.exists():
-        try:
-            check_model_source(item, f"model {item!r}")  # a hub id or tiny:<family>; a missing folder fails here
+    if not path.exists() or split_model_name(item) is not None:
+        try:  # a hub id, tiny:<family> or a GGUF file; a missing folder fails here
+            check_model_source(item, f"model {item!r}")
         except ConfigError as err:
             raise TargetError(f"{err}; {EXPECTED}") from None
         return [Target(item, item)]
@@ -97,7 +101,9 @@ def _expand(item: str, step: str | None) -> list[Target]:
         raise TargetError(f"{item!r} is a file, not a model: {EXPECTED}")
     if (path / "config.json").is_file():
         run, checkpoint = _run_of_agent(path)
-        return [Target(path.name, str(path), run, checkpoint)]
+        cfg = run_config(run) if run is not None else None
+        chat = next((a.chat_template for a in cfg.agents if a.name == path.name), None) if cfg is not None else None
+        return [Target(path.name, str(path), run, checkpoint, chat)]
     if (path / "checkpoints").is_dir():
         return _agents(path, _pick_checkpoint(path, step))
     if path.name == "checkpoints" and path.parent.is_dir():
@@ -198,7 +204,8 @@ def _agents(run: Path | None, checkpoint: Path) -> list[Target]:
         order = [a.name for a in cfg.agents if a.name in folders] + sorted(set(folders) - {a.name for a in cfg.agents})
     else:
         order.sort()
-    return [Target(name, str(folders[name]), run, checkpoint) for name in order]
+    chats = {a.name: a.chat_template for a in cfg.agents} if cfg is not None else {}
+    return [Target(name, str(folders[name]), run, checkpoint, chats.get(name)) for name in order]
 
 
 def run_config(run: Path) -> RunConfig | None:
@@ -215,7 +222,7 @@ def run_config(run: Path) -> RunConfig | None:
 # Options `corl eval` takes from the run when they are not given: the run's validation data
 # and the prompt its agents were trained with.
 DATA_OPTIONS = ("data", "split", "n", "prompt_field", "answer_field")
-PROMPT_OPTIONS = ("template", "instruction", "chat", "max_new_tokens", "task")
+PROMPT_OPTIONS = ("template", "instruction", "max_new_tokens", "stop", "task")  # chat: each agent its own (Target.chat)
 
 
 def run_defaults(targets: list[Target], given: frozenset[str] = frozenset()) -> tuple[dict, str | None]:
@@ -283,7 +290,7 @@ def _options(cfg: RunConfig) -> dict:
         "answer_field": d.answer_field or "answer",
         "template": d.template,
         "instruction": d.instruction,
-        "chat": all(a.chat_template for a in cfg.agents),
         "max_new_tokens": cfg.cohort.max_new_tokens,
+        "stop": list(cfg.cohort.stop_strings),
         "task": d.task if task_spec(d.task).evaluate_as else "math",  # corl eval scores it as its task kind says
     }

@@ -41,7 +41,9 @@ def validation_point(run, keys: bool = False, samples: int = 0, seed: int = 0) -
     for agent in run.agents.values():
         with agent.generating():  # every dp rank enters, also one without problems (FSDP)
             prompts = agent.prompts(problems, run.cfg.data.val_prompt_field or run.cfg.data.prompt_field)
-            texts = greedy_completions(agent.engine, prompts, run.cfg.cohort.max_new_tokens) if problems else []
+            texts = (
+                greedy_completions(agent.engine, prompts, run.cfg.cohort.max_new_tokens, stop=run.params.stop) if problems else []
+            )
             drawn = _sampled(run, agent, prompts, samples, seed) if samples and problems else []
         correct = run.task.grade(texts, problems, rows, gold) if problems and gradable else []
         greedy = [k[0] for k in run.task.answers(texts, problems, 1)[1]] if keys and problems else []
