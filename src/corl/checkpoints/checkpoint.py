@@ -349,11 +349,17 @@ def manifest(folder: Path) -> dict[str, dict]:
 
 def verify_checkpoint(checkpoint: Path, parts: list[str] | None = None) -> None:
     """Check the files of `checkpoint` (those under `parts`, plus its own state files)
-    against its manifest; a missing, truncated or altered file raises CheckpointError naming it."""
+    against its manifest; a missing, truncated or altered file raises CheckpointError naming it.
+    A .safetensors file the manifest does not list (a checkpoint from before manifests, or a
+    model folder written later) must at least hold every byte its header describes."""
     path = checkpoint / MANIFEST
+    expected = json.loads(path.read_text()) if path.is_file() else {}
+    for file in sorted(checkpoint.rglob("*.safetensors")):
+        name = str(file.relative_to(checkpoint))
+        if name not in expected and (parts is None or name.split("/", 1)[0] in parts):
+            _check_safetensors(file, checkpoint)
     if not path.is_file():
         return  # written before manifests existed
-    expected = json.loads(path.read_text())
     advice = f"resume from an earlier checkpoint: delete {checkpoint} (and fix checkpoints/latest)"
     for name, entry in expected.items():
         top = name.split("/", 1)[0]
@@ -371,6 +377,43 @@ def verify_checkpoint(checkpoint: Path, parts: list[str] | None = None) -> None:
             raise CheckpointError(
                 f"checkpoint {checkpoint}: file {name} is corrupted (its sha256 differs from the one written); {advice}"
             )
+
+
+def _check_safetensors(file: Path, checkpoint: Path) -> None:
+    """A safetensors file is an 8-byte header length, a JSON header giving every tensor's byte
+    range, then the data: a file cut short (a write killed or out of disk) holds less than that."""
+    size, length = file.stat().st_size, 0
+    try:
+        with file.open("rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(length)) if 8 + length <= size else None
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"] if isinstance(header, dict) else None
+    except (ValueError, KeyError, TypeError, IndexError):
+        ends = None
+    if ends is None or size < 8 + length + max(ends, default=0):
+        raise CheckpointError(
+            f"checkpoint {checkpoint}: file {file.relative_to(checkpoint)} is truncated or damaged ({size} bytes, less than "
+            f"its header describes; a write killed or out of disk?). An exported model folder: run corl export again "
+            f"(it writes the file whole); else resume from an earlier checkpoint"
+        )
+
+
+def add_to_manifest(checkpoint: Path, files: list[Path]) -> None:
+    """Record `files` (written into `checkpoint` after it was committed: an export, a model card)
+    in its manifest, so that what a resume or an export checks covers them."""
+    path = checkpoint / MANIFEST
+    if not path.is_file():
+        return  # from before manifests: nothing checks it
+    entries = json.loads(path.read_text())
+    for file in files:
+        entries[str(file.relative_to(checkpoint))] = {"bytes": file.stat().st_size, "sha256": _sha256(file)}
+    _write_atomic(path, json.dumps(dict(sorted(entries.items())), indent=1))
+
+
+def manifest_lists(checkpoint: Path, names: list[str]) -> bool:
+    """Whether the manifest of `checkpoint` lists every one of `names` (True without a manifest)."""
+    path = checkpoint / MANIFEST
+    return not path.is_file() or set(names) <= json.loads(path.read_text()).keys()
 
 
 def checkpoint_step(checkpoint: Path) -> int:
