@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -31,7 +33,7 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 
 def wandb_records(path: Path):
-    """Every protobuf Record of one .wandb file, in order."""
+    """Every protobuf Record of one .wandb file, in order (a tail torn by a kill ends it)."""
     from wandb.proto import wandb_internal_pb2
 
     data = path.read_bytes()
@@ -43,6 +45,8 @@ def wandb_records(path: Path):
             pos += left
             continue
         _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind != 0 and pos + 7 + length > len(data):
+            return  # torn
         chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind == 0:  # zero padding up to the next block
@@ -55,11 +59,12 @@ def wandb_records(path: Path):
             yield record
 
 
-def offline_runs(run_dir: Path) -> list[Path]:
+def offline_runs(run_dir: Path, killed: bool = False) -> list[Path]:
     """The run's offline segments, each read once W&B's service has written all of it: `finish()`
-    returns before the service (a process of its own) has flushed a resumed segment's log."""
+    returns before the service (a process of its own) has flushed a resumed segment's log.
+    `killed`: the segments before the last were SIGKILLed (they never get their exit record)."""
     paths = sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
-    for path in paths:
+    for path in paths[-1:] if killed else paths:
         deadline = time.monotonic() + 120  # a hang guard, not a speed bound
         while not any(r.WhichOneof("record_type") == "exit" for r in wandb_records(path)):
             assert time.monotonic() < deadline, f"{path}: W&B never finished writing it (no exit record)"
@@ -67,10 +72,10 @@ def offline_runs(run_dir: Path) -> list[Path]:
     return paths
 
 
-def history(run_dir: Path) -> list[dict]:
+def history(run_dir: Path, killed: bool = False) -> list[dict]:
     """Every history row of every offline segment of the run (a resume adds a segment)."""
     rows = []
-    for path in offline_runs(run_dir):
+    for path in offline_runs(run_dir, killed):
         for record in wandb_records(path):
             if record.WhichOneof("record_type") == "history":
                 rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item})
@@ -183,6 +188,84 @@ def test_rows_w_and_b_never_stored_are_sent_by_the_resume(tmp_path, offline):
     rows = history(run)
     assert [r["agent0/loss"] for r in rows] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert [r["corl/row"] for r in rows] == [0, 1, 2, 3, 4] and [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+
+
+@needs_wandb
+def test_rows_of_a_run_killed_before_w_and_b_stored_any_are_sent_by_the_resume(tmp_path, offline):
+    """A SIGKILL before W&B's service stored a single row (issue 51: train steps 1-3 and the
+    validation of step 2 never reached W&B): metrics.jsonl holds them, wandb.json the W&B run's id
+    and the steps corl handed it, W&B's log no row (removed here, as the kill left it). The resume
+    must send them all, once: a W&B run holding no row is not one from before row numbers."""
+    from corl.tracking.metrics import MetricsLog, read_metrics
+    from corl.tracking.wandb_run import wandb_mirrors
+
+    cfg = _config(tmp_path)
+    run = tmp_path / "run"
+    log = MetricsLog(run, tensorboard=False, mirrors=wandb_mirrors(cfg, run, resumed=False))
+    for step in (1, 2):
+        log.log(step, {"agent0/loss": float(step)})
+    log.log(2, {"agent0/val_accuracy": 0.5}, kind="val")
+    log.log(3, {"agent0/loss": 3.0})
+    log.close()
+    for segment in offline_runs(run):
+        shutil.rmtree(segment.parent)  # what W&B's service never wrote
+    assert json.loads((run / "wandb.json").read_text())["last_step"] == {"train": 3, "val": 2}
+
+    log = MetricsLog(run, tensorboard=False, resume_step=4, mirrors=wandb_mirrors(cfg, run, resumed=True))
+    log.log(4, {"agent0/loss": 4.0})
+    log.close()
+    rows = history(run)
+    assert [(r["corl/row"], r["step"]) for r in rows] == [(0, 1), (1, 2), (2, 2), (3, 3), (4, 4)]
+    assert [r.get("agent0/loss", r.get("agent0/val_accuracy")) for r in rows] == [1.0, 2.0, 0.5, 3.0, 4.0]
+    assert len(read_metrics(run)) == 5
+
+
+@needs_wandb
+@pytest.mark.slow
+def test_a_sigkilled_training_run_sends_every_row_of_metrics_jsonl_once(tmp_path, tiny_models, tiny_data, offline):
+    """`corl train` SIGKILLed (its process group: W&B's service too) once step 3's row is written
+    (train steps 1-3 and the validation of step 2 logged, its checkpoint of step 2), then
+    `corl train --resume`: every row of metrics.jsonl is in W&B's logs exactly once, in order,
+    whatever the service had stored when the kill came."""
+    from corl.tracking.metrics import read_metrics
+
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 4}, logging={"tensorboard": False})
+    raw["logging"].update({"report_to": ["wandb"], "eval_every": 2, "checkpoint_every": 2})
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = tmp_path / "run"
+    # each `corl train` starts its own W&B service, as from a shell: one this test process started (the
+    # tests above log in-process) would outlive the killed run and hold its W&B run id "in use"
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"} | {"PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corl", "train", str(config)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 600  # a hang guard, not a speed bound
+        while not any(r["step"] == 3 for r in (read_metrics(run, "train") if (run / "metrics.jsonl").exists() else [])):
+            assert proc.poll() is None, proc.stdout.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = subprocess.run(
+        [sys.executable, "-m", "corl", "train", "--resume", str(run)], cwd=tmp_path, env=env, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+
+    written = read_metrics(run)
+    rows = history(run, killed=True)
+    assert sorted(r["corl/row"] for r in rows) == list(range(len(written))), [r["corl/row"] for r in rows]
+    for row in rows:  # each W&B row is the metrics.jsonl row its number says
+        assert row["step"] == written[row["corl/row"]]["step"]
+        assert rows_by_kind([row])[written[row["corl/row"]]["kind"]] == [row["step"]]
+    assert {(r["kind"], r["step"]) for r in written} >= {("train", 3), ("val", 2), ("train", 4), ("val", 4)}
 
 
 def test_a_missing_wandb_package_names_the_extra(tmp_path):

@@ -10,6 +10,6 @@ Imported by the trainer, the launcher, checkpoints (model cards read the last va
 evaluation and the studies; imports only the config and labels (votes for the diagnostics).
 """
 
-from corl.tracking.metrics import MetricsLog, read_metrics, replace_file
+from corl.tracking.metrics import MetricsLog, RunFileError, read_metrics, replace_file
 
-__all__ = ["MetricsLog", "read_metrics", "replace_file"]
+__all__ = ["MetricsLog", "RunFileError", "read_metrics", "replace_file"]

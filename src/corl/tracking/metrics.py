@@ -4,10 +4,32 @@ Weights & Biases (`corl.tracking.wandb_run`) that receive every row as it is wri
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import shutil
 from pathlib import Path
+
+
+class RunFileError(RuntimeError):
+    """A file of the run could not be written (a full disk): the message names it, says what is
+    intact and what to do. Said in one line by `corl train` (exit 1)."""
+
+
+def write_error(path: Path, err: OSError, run_dir: Path) -> RunFileError:
+    free = _free_mib(path)
+    why = f"the disk is full ({free:.1f} MiB free)" if err.errno == errno.ENOSPC else (err.strerror or str(err))
+    return RunFileError(
+        f"could not write {path}: {why}; what it held before is intact. Free space, then continue the run with "
+        f"corl train --resume {run_dir} (from its last checkpoint)"
+    )
+
+
+def _free_mib(path: Path) -> float:
+    with contextlib.suppress(OSError):
+        return shutil.disk_usage(path.parent).free / 2**20
+    return 0.0
 
 
 class MetricsLog:
@@ -30,8 +52,14 @@ class MetricsLog:
             kept = [
                 line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) < resume_step
             ]
-            replace_file(self.path, "".join(line + "\n" for line in kept))
-        self._file = self.path.open("a", encoding="utf-8")
+            try:
+                replace_file(self.path, "".join(line + "\n" for line in kept))
+            except OSError as err:
+                raise write_error(self.path, err, self.path.parent) from None
+        # rows go in with one write each, on a descriptor of our own (no buffer to flush at close): a
+        # failed write is cut back off (`_append`), so the file never holds a torn row
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.failed = False
         for mirror in self.mirrors:  # the rows already here: a mirror sends those it lacks
             if hasattr(mirror, "catch_up"):
                 mirror.catch_up(read_metrics(self.path.parent) if self.path.exists() else [])
@@ -44,19 +72,42 @@ class MetricsLog:
 
     def log(self, step: int, metrics: dict[str, float], kind: str = "train") -> None:
         record = {"step": step, "kind": kind, **{k: _clean(v) for k, v in metrics.items()}}
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        self._append((json.dumps(record) + "\n").encode())
         if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, step)  # the name metrics.jsonl and W&B use
+            try:
+                for key, value in metrics.items():
+                    if isinstance(value, (int, float)) and math.isfinite(value):
+                        self._tb.add_scalar(key, value, step)  # the name metrics.jsonl and W&B use
+            except OSError as err:  # its writer thread's failure, raised here
+                self.failed = True
+                raise write_error(self.path.parent / "tensorboard", err, self.path.parent) from None
         for mirror in self.mirrors:
             mirror.log(step, metrics, kind)
 
+    def _append(self, data: bytes) -> None:
+        """Append one whole row, or nothing: a short write or a failure is cut back off."""
+        size = os.fstat(self._fd).st_size
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError as err:
+            self.failed = True
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            raise write_error(self.path, err, self.path.parent) from None
+
     def close(self) -> None:
-        self._file.close()
+        if self._fd is None:
+            return
+        os.close(self._fd)
+        self._fd = None
         if self._tb is not None:
-            self._tb.close()
+            try:
+                self._tb.close()
+            except OSError:  # events it could not flush: the failure that stopped the run is said already
+                if not self.failed:
+                    raise
         for mirror in self.mirrors:
             mirror.close()
 

@@ -30,8 +30,9 @@ import sys
 from pathlib import Path
 
 from corl.config import ConfigError, RunConfig
+from corl.tracking.metrics import write_error
 
-STATE_FILE = "wandb.json"  # {"id": W&B run id, "last_step": {kind: last step sent}}
+STATE_FILE = "wandb.json"  # {"id": W&B run id, "last_step": {kind: last step sent}, "rows": true}
 ROW_KEY = "corl/row"  # hidden: a row's number in metrics.jsonl (0-based), what a resume compares with W&B's
 MISSING = (
     "logging.report_to names wandb, but the wandb package is not installed: pip install 'corl[wandb]' "
@@ -106,7 +107,8 @@ class WandbRun:
         self.state_path = run_dir / STATE_FILE
         state = _read_state(self.state_path) if resumed else None
         # the id is written before W&B starts: a crash at any later moment still resumes this W&B run
-        self.state = state or {"id": new_run_id(), "last_step": {}}
+        # "rows": this W&B run's rows carry their row number (a run from before them has no such key)
+        self.state = state or {"id": new_run_id(), "last_step": {}, "rows": True}
         run_dir.mkdir(parents=True, exist_ok=True)
         self._save_state()
         opts = cfg.logging.wandb
@@ -149,8 +151,8 @@ class WandbRun:
             found = stored_offline(self.state_path.parent, self.state["id"], ROW_KEY)
         else:
             found = self.run.summary.get(ROW_KEY)  # the server's summary: the last row it stored
-        if found is None:
-            return None if self.state["last_step"] else -1
+        if found is None:  # W&B holds no numbered row: none yet (a kill came first), or a run from before them
+            return None if self.state["last_step"] and not self.state.get("rows") else -1
         return int(found)
 
     def catch_up(self, records: list[dict]) -> None:
@@ -199,8 +201,12 @@ class WandbRun:
 
     def _save_state(self) -> None:
         tmp = self.state_path.with_name(f".{STATE_FILE}.tmp")
-        tmp.write_text(json.dumps(self.state))
-        os.replace(tmp, self.state_path)
+        try:
+            tmp.write_text(json.dumps(self.state))
+            os.replace(tmp, self.state_path)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise write_error(self.state_path, err, self.state_path.parent) from None
 
 
 def new_run_id() -> str:
