@@ -200,8 +200,15 @@ def test_entering_a_run_folder(tmp_path, cfg):
     _partial_run(run, cfg)
     with pytest.raises(ConfigError, match=r"already holds a run \(config.yaml, .corl_run.json, metrics.jsonl\)"):
         enter_run_folder(cfg, run)
-    with pytest.raises(FileNotFoundError, match="stopped before its first checkpoint; start it again"):
-        enter_run_folder(cfg, run, resume=True)
+    # --resume of a run stopped before its first checkpoint: the same run again, from step 0 (what a
+    # stopped run's message says to type); of a folder with nothing of a run, refused
+    assert enter_run_folder(cfg, run, resume=True).redo
+    with pytest.raises(FileNotFoundError, match=r"no run to resume in .*empty \(no checkpoint, no config.yaml\)"):
+        enter_run_folder(cfg, tmp_path / "empty", resume=True)
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"no run to resume in .*bare"):
+        enter_run_folder(cfg, tmp_path / "bare", resume=True)
+    assert sorted(p.name for p in (tmp_path / "bare").iterdir()) == []  # left as it was
     # resume: auto, or a torchrun restart of the job that started it: the same run again, from step 0
     auto = validate_config({**cfg.model_dump(mode="json"), "resume": "auto", "cohort": {**cfg.cohort.model_dump(), "steps": 9}})
     assert enter_run_folder(auto, run).redo
@@ -224,3 +231,18 @@ def test_the_runs_record_is_what_a_resume_compares_with_and_an_edit_of_it_is_nam
     (run / RECORD).write_text(json.dumps(record))
     with pytest.raises(ConfigError, match=r"\.corl_run\.json: the run's record was edited or damaged"):
         enter_run_folder(cfg, run, restarted=True)
+
+
+def test_a_resume_takes_null_for_the_default_answer_column_of_a_label_free_run(tmp_path, cfg):
+    # A run records data.answer_field null when its train file has no answer column (corl.trainer.setup
+    # .answers_as_found); one started before that recorded 'answer', and under torchrun the folder is
+    # entered before the data is read. For a label source that reads no answers the two are one run:
+    # the answers feed only diagnostics, and validation reads the column 'answer' either way.
+    run = tmp_path / "run"
+    _partial_run(run, cfg)  # recorded: answer_field 'answer'
+    raw = cfg.model_dump(mode="json")
+    unlabeled = validate_config({**raw, "data": {**raw["data"], "answer_field": None}})
+    assert enter_run_folder(unlabeled, run, restarted=True).redo
+    other = validate_config({**raw, "data": {**raw["data"], "answer_field": "solution"}})
+    with pytest.raises(ConfigError, match=r"data.answer_field: 'answer' -> 'solution'"):  # another column: refused
+        enter_run_folder(other, run, restarted=True)

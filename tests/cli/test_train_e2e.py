@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,3 +183,67 @@ def test_a_misspelt_suite_is_refused_before_training(tmp_path, tiny_models, tiny
     said = " ".join(done.stderr.split())
     assert done.returncode == 2 and "suite.name: unknown benchmark(s) gsm8kk" in said and "Traceback" not in said, said
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_an_unlabeled_run_killed_and_ctrl_c_d_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path, tiny_models, tiny_data):
+    """The Done-when of issue 51: a train file without answers, SIGKILLed after its step-2
+    checkpoint, resumed with nothing to set (the run recorded its data as unlabeled), Ctrl-C'd
+    (SIGINT to the process group, as a terminal sends it) with a grace far shorter than a step
+    (Ctrl-C has no deadline), resumed again: the same weights as the uninterrupted run, exactly."""
+    rows = [json.loads(line) for line in tiny_data["train"].read_text().splitlines()]
+    unlabeled = tmp_path / "unlabeled.jsonl"
+    unlabeled.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "answer"}) + "\n" for r in rows))
+    raw = tiny_config(tmp_path, tiny_models, {**tiny_data, "train": unlabeled}, cohort={"steps": 6})
+    raw["logging"] |= {"checkpoint_every": 2, "tensorboard": False}
+    raw["distributed"] = {"preempt_grace_s": 0.01}  # SIGTERM's deadline; none for Ctrl-C
+    config = write_config(tmp_path, raw)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "400"}
+
+    def start(*args) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "corl", "train", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+    full = start(str(config), "-o", "full")
+    assert full.wait(timeout=600) == 0, full.stdout.read()
+    assert yaml.safe_load((tmp_path / "full" / "config.yaml").read_text())["data"]["answer_field"] is None
+
+    run = tmp_path / "run"
+    proc = start(str(config), "-o", str(run))
+    deadline = time.time() + 600
+    while not (run / "checkpoints" / "latest").exists():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.time() < deadline
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    proc = start("--resume", str(run))  # nothing to set: the run says its data is unlabeled
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("step 3/6"):
+            os.killpg(proc.pid, signal.SIGINT)
+    output = "".join(lines)
+    assert proc.wait(timeout=60) == 130, output
+    # the signal follows step 3's line: the run may have passed that step's boundary already
+    stopped = re.search(
+        rf"stopped \(Ctrl-C\) after step ([34]): checkpoint {run}/checkpoints/step_00000(\d) written; "
+        rf"continue with corl train --resume {run}\n",
+        output,
+    )
+    assert stopped and stopped.group(1) == stopped.group(2), output
+
+    resumed = start("--resume", str(run))
+    assert resumed.wait(timeout=600) == 0, resumed.stdout.read()
+    assert [r["step"] for r in read_metrics(run, "train")] == list(range(1, 7))  # every step once
+    for name in ("agent0", "agent1"):
+        a = weights(tmp_path / "full" / "checkpoints" / "step_000006" / name)
+        b = weights(run / "checkpoints" / "step_000006" / name)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{name}: resumed weights differ"

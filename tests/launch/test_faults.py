@@ -4,6 +4,7 @@ names the option, file, row or agent and says what to do."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import yaml
 
 from corl.checkpoints.checkpoint import CheckpointError
 from corl.config import ConfigError, validate_config
-from corl.tracking.metrics import MetricsLog
+from corl.tracking.metrics import MetricsLog, read_metrics
 from corl.trainer import CohortTrainer
 from tests.helpers import tiny_config
 
@@ -105,7 +106,7 @@ def test_a_disk_too_small_for_a_checkpoint_is_refused_up_front(tmp_path, tiny_mo
         CheckpointError, match=r"not enough disk space for 1 checkpoint of every agent in .*: about [\d.]+ MiB needed"
     ):
         CohortTrainer(validate_config(raw), disk / "run")
-    assert not (disk / "run" / "metrics.jsonl").exists()  # stopped before anything was written
+    assert not (disk / "run").exists()  # stopped before anything was written: no folder holding only .corl_lock
 
 
 def test_an_error_message_prints_user_text_as_it_is(tmp_path):
@@ -162,6 +163,42 @@ def test_a_full_disk_is_named_though_removing_the_half_written_folder_frees_it(s
     with pytest.raises(CheckpointError, match=full), _cleaned_up_on_failure(tmp, final):
         torch.save(torch.zeros(2**20), tmp / "state.pt")  # 4 MiB more on a 3 MiB disk
     assert not tmp.exists() and shutil.disk_usage(disk).free > 2**20
+
+
+def test_a_full_disk_while_a_row_is_written_is_one_line_and_leaves_no_torn_row(tmp_path, tiny_models, tiny_data, small_disk):
+    # issue 51: exit 1, three chained tracebacks and a torn last row. After step 1 something fills the disk
+    # to its last byte (test-only CORL_TEST_FAULT): the next row of metrics.jsonl cannot be written whole
+    disk = small_disk(32)
+    raw = tiny_config(tmp_path, tiny_models, tiny_data, cohort={"steps": 6})  # TensorBoard on: its events too
+    raw["data"].pop("val")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "CORL_TEST_FAULT": "agent0:full:1", "COLUMNS": "400"}
+    done = subprocess.run(
+        [sys.executable, "-m", "corl", "train", str(config), "-o", str(disk / "run")], capture_output=True, text=True, env=env
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in output, output
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "metrics.jsonl: the disk is full" in errors[0], output
+    assert f"corl train --resume {disk / 'run'}" in errors[0], output
+    text = (disk / "run" / "metrics.jsonl").read_text()
+    assert text.endswith("\n") and [json.loads(line)["step"] for line in text.splitlines()] == list(
+        range(1, text.count("\n") + 1)
+    )
+
+
+def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
+    # cut short (here by a file-size limit, as by a kill or a full disk) it is not there, never half
+    # there: a half config.yaml would be the one `corl train --resume RUN` reads
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200)); from corl.config import dump_config, "
+        "validate_config; dump_config(validate_config({'agents': [{'name': n, 'model': 'm'} for n in 'ab'], 'data': {'train': 'x'}}), "
+        "sys.argv[1] + '/config.yaml')"
+    )
+    failed = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+    assert failed.returncode != 0 and "File too large" in failed.stderr, failed.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_failure_inside_the_resume_rewrite_of_metrics_keeps_every_row(tmp_path):
@@ -261,3 +298,25 @@ def test_a_truncated_completion_has_no_answer_unless_kept(tmp_path, tiny_models,
     assert trainer._answers(agent, rollout, problems, 2)[0].answers == ("3", None)  # the default: drop
     trainer.cfg.cohort.truncated_answers = "keep"
     assert trainer._answers(agent, rollout, problems, 2)[0].answers == ("3", "2")
+
+
+@pytest.mark.slow
+def test_failure_json_names_the_step_of_the_checkpoint_that_failed(tmp_path, tiny_models, tiny_data, small_disk):
+    # issue 51: failure.json's "where" said step 2 beside "checkpoint of step 3". Two ranks (one agent each),
+    # a checkpoint after every step; after step 1 the disk fills (64 KiB stay free): step 2's checkpoint fails
+    disk = small_disk(64)
+    raw = tiny_config(
+        tmp_path, tiny_models, tiny_data, cohort={"steps": 3}, logging={"tensorboard": False, "checkpoint_every": 1}
+    )
+    raw["data"].pop("val")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = disk / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "corl", "train"]
+    env = {**os.environ, "CORL_TEST_FAULT": "agent0:fill:1", "OMP_NUM_THREADS": "1", "COLUMNS": "400"}
+    done = subprocess.run([*cmd, str(config), "-o", str(run)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "step_000002: the disk is full" in output, output
+    failure = json.loads((run / "failure.json").read_text())
+    assert failure["where"] == "step 2" and "step_000002: the disk is full" in failure["error"], failure
+    assert [r["step"] for r in read_metrics(run, "train")] == [1, 2]

@@ -287,7 +287,7 @@ def test_one_agent_data_parallel_over_two_ranks(tmp_path, tiny_models, tiny_data
 
 @pytest.mark.slow
 def test_a_stuck_rank_fails_the_run_by_name_within_the_timeout(tmp_path, tiny_models, tiny_data):
-    """agent1's rank hangs before step 1 (test-only CORL_TEST_FAULT hook); rank 0 waits
+    """agent1's rank hangs after step 1 (test-only CORL_TEST_FAULT hook); rank 0 waits
     distributed.timeout_s at the exchange, names the peer, writes failure.json, exits non-zero."""
     timeout_s = 10
     raw = raw_config(tmp_path, tiny_models, tiny_data, agents=2, distributed={"timeout_s": timeout_s})
@@ -299,7 +299,7 @@ def test_a_stuck_rank_fails_the_run_by_name_within_the_timeout(tmp_path, tiny_mo
     assert f"rank 1 (agent1) did not answer within {timeout_s} s" in output
     failure = json.loads((tmp_path / "world" / "failure.json").read_text())
     assert failure["rank"] == 0 and failure["missing"] == [{"rank": 1, "agents": ["agent1"]}]
-    assert "agent1" in failure["error"] and failure["where"] == "step 1"
+    assert "agent1" in failure["error"] and failure["where"] == "step 2"  # the step rank 0 waited in
     assert [r["step"] for r in read_metrics(tmp_path / "world", "train")] == [1]
 
 

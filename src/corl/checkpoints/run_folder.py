@@ -8,6 +8,10 @@ What a process finds in its run folder decides how it enters it (`enter_run_fold
         with a checkpoint             resume from it
         without one                   start again from step 0, dropping its rows (`RunEntry.redo`)
 
+A run that ends before its first step (refused by the disk estimate, failed or stopped by a
+signal while its models load) leaves the folder as it found it (`RunEntry.leave`): no folder
+holding only the lock, no record of a run that never trained to refuse the next start with.
+
 Entering is atomic: the process that runs a folder holds an exclusive lock on
 `RUN_DIR/.corl_lock` from before it reads the folder until the run ends (`lock_run_folder`),
 so two runs started at the same moment (a double requeue) never both get in: the second is
@@ -27,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -103,25 +108,43 @@ def lock_run_folder(run_dir: Path) -> RunLock:
     path = (Path(run_dir) / LOCK).absolute()
     if str(path) in _HELD:
         return _HELD[str(path)]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        raise ConfigError(f"output directory {str(run_dir)!r} cannot be written: {err.strerror}; choose another (-o)") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.read(fd, 512).decode(errors="replace").strip() or "another process"
+    while True:
+        fd = _open_lock_file(path, run_dir)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 512).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise ConfigError(
+                f"output directory {str(run_dir)!r} is in use by another corl run ({holder}): two runs in one folder would "
+                f"interleave their rows; wait for it to end (then continue it with --resume {run_dir}), or give this run "
+                "a folder of its own (-o NEW_DIR)"
+            ) from None
+        if _still_there(path, fd):
+            break
+        # the run that held it left an unstarted folder and removed the file (RunEntry.leave): a lock
+        # on the removed file would guard nothing, so take the one now at that path
         os.close(fd)
-        raise ConfigError(
-            f"output directory {str(run_dir)!r} is in use by another corl run ({holder}): two runs in one folder would "
-            f"interleave their rows; wait for it to end (then continue it with --resume {run_dir}), or give this run "
-            "a folder of its own (-o NEW_DIR)"
-        ) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode())
     _HELD[str(path)] = lock = RunLock(path, fd)
     return lock
+
+
+def _open_lock_file(path: Path, run_dir: Path) -> int:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise ConfigError(f"output directory {str(run_dir)!r} cannot be written: {err.strerror}; choose another (-o)") from None
+
+
+def _still_there(path: Path, fd: int) -> bool:
+    """Whether `path` still names the file `fd` is open on."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def run_files(run_dir: Path) -> list[str]:
@@ -138,11 +161,42 @@ class RunEntry:
     record: dict  # the run's record (`run_record` of the configuration it started with)
     lock: RunLock | None = None  # the folder's lock, held by the process that runs it (torchrun: rank 0)
     fresh: bool = False  # nothing of a run was there: the record is created exclusively
+    created: bool = False  # the folder did not exist before this process entered it
 
     def release(self) -> None:
         """The run has ended: another may enter the folder."""
         if self.lock is not None:
             self.lock.release()
+
+    def leave(self) -> None:
+        """The run has ended, or never started: release the folder, and where a fresh run wrote no
+        row and no checkpoint, remove what it wrote (the folder too, when it made it). Only the
+        process that holds the lock removes anything."""
+        if self.lock is not None and self.lock.fd is not None and self.fresh and not _started(self.lock.path.parent):
+            _remove_unstarted(self.lock.path.parent, self.created)
+        self.release()
+
+
+def _started(run_dir: Path) -> bool:
+    """Whether the run in `run_dir` got anywhere: a row in metrics.jsonl, or a checkpoint."""
+    metrics = run_dir / "metrics.jsonl"
+    return (metrics.is_file() and metrics.stat().st_size > 0) or latest_checkpoint(run_dir) is not None
+
+
+def _remove_unstarted(run_dir: Path, created: bool) -> None:
+    """Remove what a fresh run wrote before its first step (its record, config.yaml, an empty
+    metrics.jsonl, TensorBoard's first event file), then the lock file and a folder it made."""
+    for name in RUN_FILES:
+        path = run_dir / name
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (run_dir / LOCK).unlink()  # under the lock still held: a process waiting on this file retakes it (lock_run_folder)
+        if created:
+            run_dir.rmdir()  # only if empty: anything else put there stays
 
 
 def enter_run_folder(
@@ -156,33 +210,30 @@ def enter_run_folder(
     lock: take the folder's lock first (the process that runs the folder; torchrun's other
     ranks decide from the same files without it); a refusal releases it."""
     run_dir = Path(run_dir)
-    created = not run_dir.exists()
+    created, had_lock = not run_dir.exists(), (run_dir / LOCK).exists()
     # --resume of a folder that is not there: no lock (it would create the folder), the decision refuses
     held = lock_run_folder(run_dir) if lock and not (resume and created) else None
     try:
         entry = _decide(cfg, run_dir, resume, restarted)
     except BaseException:
-        if held is not None:
-            held.release()
-            if created:  # a refused run leaves no folder behind
-                with contextlib.suppress(OSError):
+        if held is not None:  # a refused run leaves the folder as it was: no lock file, no folder it made
+            with contextlib.suppress(OSError):
+                if not had_lock:
                     (run_dir / LOCK).unlink()
+                if created:
                     run_dir.rmdir()
+            held.release()
         raise
-    return RunEntry(entry.checkpoint, entry.redo, entry.record, held, entry.fresh)
+    return RunEntry(entry.checkpoint, entry.redo, entry.record, held, entry.fresh, created)
 
 
 def _decide(cfg: RunConfig, run_dir: Path, resume: bool, restarted: bool) -> RunEntry:
     found = run_files(run_dir)
     checkpoint = latest_checkpoint(run_dir) if found else None
-    if resume and checkpoint is None:
-        hint = ""
-        if found:
-            hint = (
-                f": the run stopped before its first checkpoint; start it again (its rows are redone) with "
-                f"corl train CONFIG -o {run_dir} --resume auto"
-            )
-        raise FileNotFoundError(f"no checkpoint to resume in {run_dir}/checkpoints{hint}")
+    if resume and not found:
+        raise FileNotFoundError(
+            f"no run to resume in {run_dir} (no checkpoint, no config.yaml): start one there with corl train CONFIG -o {run_dir}"
+        )
     if not (resume or restarted or cfg.resume == "auto"):
         if found:
             raise ConfigError(
@@ -225,6 +276,17 @@ def started_record(run_dir: Path, checkpoint: Path | None) -> tuple[dict, str] |
     if (run_dir / "config.yaml").is_file():
         return run_record(load_config(run_dir / "config.yaml")), str(run_dir / "config.yaml")
     return None
+
+
+def how_to_continue(run_dir: str | Path) -> str:
+    """The end of a stopped run's message: the command that continues it, or why none does."""
+    run_dir = Path(run_dir)
+    checkpoint = latest_checkpoint(run_dir) if run_dir.is_dir() else None
+    if checkpoint is not None:
+        return f"the last checkpoint is {checkpoint.name}; continue with corl train --resume {run_dir}"
+    if run_dir.is_dir() and run_files(run_dir):
+        return f"no checkpoint yet; start it again from step 1 with corl train --resume {run_dir}"
+    return "nothing of the run was kept; start it again with the same command"
 
 
 def check_writable(run_dir: Path) -> None:

@@ -56,6 +56,7 @@ def train(
     from corl.parallel import PeerFailure
     from corl.plan import check_before_training
     from corl.tracking.health import HealthError
+    from corl.tracking.metrics import RunFileError
     from corl.tracking.wandb_run import check_wandb_ready
     from corl.trainer import Preempted
     from corl.trainer.setup import check_models
@@ -69,30 +70,22 @@ def train(
     except INPUT_ERRORS as err:
         _say_input_error(console, err)
         raise typer.Exit(2) from None
-    except (CheckpointError, HealthError) as err:  # a full disk, a NaN: the message says where and what to do
+    except (CheckpointError, HealthError, RunFileError) as err:  # a full disk, a NaN: the message says where and what to do
         if getattr(err, "speaks", True):  # a failure all ranks agreed on is said by one of them (CheckpointFailed)
             console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(1) from None
-    except Preempted as err:  # SIGTERM: a checkpoint was saved; 143 tells a scheduler it may requeue
-        if err.exit_code == 130:  # Ctrl-C
-            message = (
-                f"stopped (Ctrl-C) after step {err.steps_done}: checkpoint {err.checkpoint} written; "
-                f"continue with corl train --resume {err.checkpoint.parent.parent}"
-            )
-        else:
-            message = str(err)
-        console.print(f"[yellow]corl:[/yellow] {escape(message)}", soft_wrap=True)
+    except Preempted as err:  # SIGTERM (143 tells a scheduler it may requeue) or Ctrl-C (130): it says how to continue
+        console.print(f"[yellow]corl:[/yellow] {escape(str(err))}", soft_wrap=True)
         # why: the launcher's SIGKILL follows its SIGTERM within ~30 s. The interpreter's own
         # teardown (garbage collection of every model and library object) took 5-20 s on a
         # loaded machine; frozen objects are not collected, so the process ends at once.
         gc.freeze()
         raise typer.Exit(err.exit_code) from None
-    except KeyboardInterrupt:  # a second Ctrl-C, or one before training began: no checkpoint of this moment
-        from corl.checkpoints.checkpoint import latest_checkpoint
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before the run began: no checkpoint of this moment
+        from corl.checkpoints.run_folder import how_to_continue
 
-        last_saved = latest_checkpoint(run_dir) if Path(run_dir).is_dir() else None
-        where = f"the last checkpoint is {last_saved}" if last_saved is not None else "no checkpoint was saved"
-        console.print(f"[yellow]corl:[/yellow] interrupted (Ctrl-C); {escape(where)}", soft_wrap=True)
+        said = f"interrupted (Ctrl-C) without a checkpoint of this moment; {how_to_continue(run_dir)}"
+        console.print(f"[yellow]corl:[/yellow] {escape(said)}", soft_wrap=True)
         raise typer.Exit(130) from None
     except PeerFailure:  # torchrun: the rank has printed which peer failed and written RUN_DIR/failure.json
         raise typer.Exit(1) from None

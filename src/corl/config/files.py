@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import types
 import typing
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from corl.config.run import RunConfig
-from corl.config.sections import ConfigError
+from corl.config.sections import ConfigError, DataConfig
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -188,6 +189,8 @@ def check_resume_config(started: RunConfig, now: RunConfig, source: str) -> None
     in anything but RESUME_MAY_CHANGE; the message names every changed key."""
     a, b = flat(started.model_dump(mode="json")), flat(now.model_dump(mode="json"))
     changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and not k.startswith(RESUME_MAY_CHANGE))
+    if "data.answer_field" in changed and _labels_aside(started, now):
+        changed.remove("data.answer_field")
     if changed:
         lines = "\n".join(f"  {k}: {a.get(k)!r} -> {b.get(k)!r}" for k in changed)
         raise ConfigError(
@@ -197,5 +200,21 @@ def check_resume_config(started: RunConfig, now: RunConfig, source: str) -> None
         )
 
 
+def _labels_aside(started: RunConfig, now: RunConfig) -> bool:
+    """Whether data.answer_field went between the default 'answer' and null: a run on unlabeled
+    data records null (corl.trainer.setup.answers_as_found), one started before that recorded
+    'answer', and under torchrun the folder is entered before the data is read. Either way the
+    label source reads no answers (one that does cannot have null: config validation), so they
+    feed only diagnostics, and validation reads the column 'answer' either way."""
+    return {started.data.answer_field, now.data.answer_field} <= {DataConfig.model_fields["answer_field"].default, None}
+
+
 def dump_config(cfg: RunConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    """Write `cfg` as YAML, whole or not at all (a temporary file renamed into place)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

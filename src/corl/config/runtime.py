@@ -66,7 +66,8 @@ class DistributedConfig(_Strict):
         gt=0,
         description="On SIGTERM (SLURM, Kubernetes, torchrun's parent) every rank finishes its step, the run saves a "
         "checkpoint and exits with status 143; if that takes longer than this, it exits without one (status 1). "
-        "Keep it under the launcher's kill timeout (torchrun and SLURM: 30 s).",
+        "Keep it under the launcher's kill timeout (torchrun and SLURM: 30 s). Ctrl-C has no deadline (a second "
+        "Ctrl-C stops at once), and a signal while the run starts (models loading) stops it at once.",
     )
 
 

@@ -2,6 +2,8 @@
 
 - `run`: `launch(cfg, run_dir)`, the one module that imports both the trainer and the parallel
   pieces (layout, exchange, heartbeat), enters the run folder, and reports failures.
+- `preemption`: stopping on a signal (a scheduler's SIGTERM within its grace, Ctrl-C without a
+  deadline, either at once while the run starts).
 - `progress`: what `corl train` prints while a cohort trains (a terminal or a log file alike).
 - `torchrun`: torchrun with SIGTERM read as a preemption (`python -m corl.launch ...`).
 

@@ -56,6 +56,8 @@ class StepProgress:
             todo = f"steps {start + 1}-{total} to go" if start + 1 < total else f"step {total} to go"
             todo = todo if start < total else f"no step left to train (cohort.steps {total}; --set cohort.steps=M trains on)"
             self._print(f"resumed from step {start}{where}; {todo}")
+        elif self.trainer.entry.redo:
+            self._print("no checkpoint to resume from: the run starts again at step 1 (the rows it had are redone)")
         if self.trainer.log is not None:
             self.trainer.log.mirrors.append(self)
         self.started = time.monotonic()

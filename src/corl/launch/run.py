@@ -28,14 +28,15 @@ machine, each in its own folder (tests/parallel/test_distributed_fsdp.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -43,11 +44,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from corl.checkpoints.checkpoint import CheckpointFailed, latest_checkpoint
+from corl.checkpoints.checkpoint import CheckpointFailed, checkpoint_step, latest_checkpoint
 from corl.checkpoints.run_folder import RunEntry, enter_run_folder
 from corl.checkpoints.sharded import disks
 from corl.config import ConfigError, RunConfig
 from corl.data.rows import DataError
+from corl.launch.preemption import Preemption, StopNow
 from corl.models import resolve_device
 from corl.parallel import (
     DataParallel,
@@ -76,12 +78,30 @@ def launch(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress_f
         return _launch_distributed(cfg, Path(run_dir), resume, progress_factory)
     if cfg.distributed.fsdp:
         raise ConfigError("distributed.fsdp needs torchrun, also on one GPU: torchrun --nproc-per-node 1 -m corl train CONFIG")
-    with Preemption(cfg.distributed.preempt_grace_s, run_dir) as preemption:
-        try:
-            return _train(CohortTrainer(cfg, run_dir, resume=resume), progress_factory, should_stop=preemption.requested)
-        except Preempted as err:
-            err.exit_code = preemption.exit_code  # 130 after Ctrl-C, as a shell reports it
-            raise
+    with Preemption(cfg.distributed.preempt_grace_s, run_dir) as preemption, _stops(preemption, Path(run_dir)):
+        trainer = CohortTrainer(cfg, run_dir, resume=resume)
+        fault = _injected_fault(cfg, trainer.placement, Path(run_dir))
+        on_step = (lambda step, metrics: fault(step + 1)) if fault is not None else None
+        return _train(trainer, progress_factory, on_step, should_stop=preemption.at_step_boundary)
+
+
+@contextmanager
+def _stops(preemption: Preemption, run_dir: Path) -> Iterator[None]:
+    """A stop on a signal, as `Preempted` with the signal's name and exit status (143 after
+    SIGTERM, 130 after Ctrl-C, as a shell reports them); one while the run was starting, when
+    no checkpoint of it was written, names the last one there is."""
+    try:
+        yield
+    except (StopNow, Preempted) as err:
+        raise _as_preempted(err, preemption, run_dir) from None
+
+
+def _as_preempted(err: StopNow | Preempted, preemption: Preemption, run_dir: Path) -> Preempted:
+    if isinstance(err, StopNow):
+        last = latest_checkpoint(run_dir)
+        err = Preempted(checkpoint_step(last) if last is not None else 0, last, run_dir, saved=False)
+    err.signal_name, err.exit_code = preemption.name, preemption.exit_code
+    return err
 
 
 def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] | None = None, should_stop=None) -> dict:
@@ -95,77 +115,6 @@ def _train(trainer, progress_factory=None, on_step: Callable[[int, dict], None] 
                 on_step(step, metrics)
 
         return trainer.train(on_step=both, should_stop=should_stop)
-
-
-class Preemption:
-    """SIGTERM (SLURM before its KillWait, Kubernetes, torchrun's parent) or Ctrl-C (SIGINT) asks
-    the run to stop: the step in progress finishes, every process agrees to stop after the same
-    step, a checkpoint is saved and the run raises `Preempted` (exit status 143; 130 after
-    Ctrl-C). If that has not happened within `grace_s`, the process exits with status 1 and says
-    so (the previous checkpoint stands). A second Ctrl-C stops at once, without a checkpoint."""
-
-    SIGNALS = {signal.SIGTERM: ("SIGTERM", 143), signal.SIGINT: ("Ctrl-C", 130)}
-
-    def __init__(self, grace_s: float, run_dir: str | Path, heartbeat: Heartbeat | None = None):
-        self.grace_s = grace_s
-        self.run_dir = Path(run_dir)
-        self.heartbeat = heartbeat
-        self.flag = False
-        self.failing = False  # the run is failing: a SIGTERM now is torchrun stopping it, nothing to say
-        self.name, self.exit_code = self.SIGNALS[signal.SIGTERM]
-        self._timer: threading.Timer | None = None
-
-    def __enter__(self) -> Preemption:
-        self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for s, previous in self._previous.items():
-            # a failing run is on its way out to say why: torchrun's SIGTERM (another rank exited) must not cut it short
-            signal.signal(s, signal.SIG_IGN if self.failing and s == signal.SIGTERM else previous)
-        if self._timer is not None:  # the checkpoint is written (or the run failed): no "none saved" exit 1
-            self._timer.cancel()
-
-    def requested(self) -> bool:
-        return self.flag
-
-    def _handler(self, signum, frame) -> None:
-        if self.flag:
-            if signum == signal.SIGINT:  # Ctrl-C twice: stop now (the previous checkpoint stands)
-                raise KeyboardInterrupt
-            return
-        self.flag = True
-        self.name, self.exit_code = self.SIGNALS[signum]
-        if self.heartbeat is not None:
-            self.heartbeat.stop_requested = True  # a meeting now fails at once if a peer is gone
-        again = "; Ctrl-C again to stop at once, without one" if signum == signal.SIGINT else ""
-        line = (
-            f"corl: {self.name}: finishing this step, then saving a checkpoint (within distributed.preempt_grace_s = "
-            f"{self.grace_s:g} s){again}"
-        )
-        if self.heartbeat is None:
-            print(line, file=sys.stderr, flush=True)
-        else:  # torchrun also stops every rank this way once one has died: that is no preemption to announce
-            threading.Thread(target=self._announce, args=(line,), daemon=True).start()
-        self._timer = threading.Timer(self.grace_s, self._give_up)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _announce(self, line: str) -> None:
-        """Say `line` unless a peer stopped beating (dead: torchrun is stopping the job, and the
-        rank that noticed the death says so) or the run is failing already."""
-        if not self.heartbeat.stopped_ranks(wait_s=2 * self.heartbeat.BEAT_S) and not self.failing:
-            print(line, file=sys.stderr, flush=True)
-
-    def _give_up(self) -> None:
-        last = latest_checkpoint(self.run_dir)
-        print(
-            f"corl: {self.name}: no checkpoint saved within distributed.preempt_grace_s = {self.grace_s:g} s (a step takes "
-            f"longer: raise it, below the launcher's kill timeout); the last checkpoint is {last or 'none'}",
-            file=sys.stderr,
-            flush=True,
-        )
-        os._exit(1)
 
 
 def _device(cfg: RunConfig) -> torch.device:
@@ -195,14 +144,27 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if rank == 0 and attempt != "0":
         _file_away_failure(run_dir, int(attempt) - 1)
-    # before the try: a refused run folder gets no failure.json (it may hold another run)
-    entry = _enter_as_attempt(cfg, run_dir, resume, store, int(attempt), lock=rank == 0)
-    dist.init_process_group(
-        backend, store=dist.PrefixStore(f"corl-pg/{attempt}", store), rank=rank, world_size=world, timeout=timeout
-    )
+    # from before the folder is entered: a signal while starting stops at once and leaves it as it was
+    preemption = Preemption(cfg.distributed.preempt_grace_s, run_dir).__enter__()
+    try:
+        with _stops(preemption, run_dir):
+            # a refused run folder gets no failure.json (it may hold another run)
+            entry = _enter_as_attempt(cfg, run_dir, resume, store, int(attempt), lock=rank == 0)
+    except BaseException:
+        preemption.__exit__()
+        raise
+    try:
+        with _stops(preemption, run_dir):
+            dist.init_process_group(
+                backend, store=dist.PrefixStore(f"corl-pg/{attempt}", store), rank=rank, world_size=world, timeout=timeout
+            )
+    except BaseException:
+        entry.leave()
+        preemption.__exit__()
+        raise
     heartbeat = Heartbeat(store, rank, cfg.distributed.timeout_s, layout)
     heartbeat.start_beating()
-    preemption = Preemption(cfg.distributed.preempt_grace_s, run_dir, heartbeat).__enter__()
+    preemption.heartbeat = heartbeat
     try:
         # Objects travel over gloo: NCCL would move every pickled table through the GPU.
         objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
@@ -220,24 +182,26 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
             data_parallel=dp,
             entry=entry,
         )
-        heartbeat.context = f"step {trainer.start_step}"
+        # the step in progress, as checkpoints and rows count them: failure.json's "where" and the messages
+        heartbeat.context = f"step {trainer.start_step + 1}"
         fault = _injected_fault(cfg, placement, run_dir)
 
-        def on_step(step: int, metrics: dict) -> None:
-            heartbeat.context = f"step {step + 1}"
+        def on_step(step: int, metrics: dict) -> None:  # after the loop's step `step` (step `step + 1` done)
+            heartbeat.context = f"step {min(step + 2, cfg.cohort.steps)}"  # the next, or the last's final checkpoint
             if fault is not None:
                 fault(step + 1)
 
-        def should_stop() -> bool:  # every rank asks after every step: they stop after the same one
-            return any(trainer.exchange.all_gather(preemption.flag))
+        def should_stop() -> bool:  # every rank asks at every boundary: they stop after the same step
+            return any(trainer.exchange.all_gather(preemption.at_step_boundary()))
 
         last = _train(trainer, progress_factory if placement.is_main else None, on_step, should_stop)
-    except Preempted as err:
-        err.exit_code = preemption.exit_code
+    except (StopNow, Preempted) as err:
+        entry.leave()
         dist.destroy_process_group()
-        raise
+        raise _as_preempted(err, preemption, run_dir) from None
     except BaseException as err:
         preemption.failing = True
+        entry.leave()
         _report_failure(run_dir, rank, layout, heartbeat, err)
         raise
     finally:
@@ -348,33 +312,39 @@ def _report_failure(run_dir: Path, rank: int, layout: Layout, heartbeat: Heartbe
     }
     if not isinstance(err, PeerFailure) and not agreed:  # a PeerFailure's cause is already known to the others
         heartbeat.publish(record)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(run_dir / FAILURE_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except OSError:
-        pass  # an earlier failure is already recorded (or the directory is unwritable)
-    else:
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"reported_by": me, **record}, f, indent=1)
-        except OSError:  # the disk is full: no record rather than a truncated one
-            (run_dir / FAILURE_FILE).unlink(missing_ok=True)
+    _write_failure(run_dir, {"reported_by": me, **record})
     # an input error (a missing folder, a malformed row) is the command's to say, once for the
     # world (corl.parallel.once): every rank met the same one
     if not agreed and not isinstance(err, INPUT_ERRORS):
         print(f"corl: {me}: {message}", file=sys.stderr, flush=True)
 
 
+def _write_failure(run_dir: Path, record: dict) -> None:
+    """RUN_DIR/failure.json, first writer wins, whole or not at all (a temporary file linked into
+    place). Not into a folder that is not there: a run that never started has left none behind."""
+    if not run_dir.is_dir():
+        return
+    tmp = run_dir / f".{FAILURE_FILE}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(record, indent=1))
+        os.link(tmp, run_dir / FAILURE_FILE)  # fails where an earlier failure is recorded
+    except OSError:
+        pass  # recorded already, or the disk is full: no record rather than a truncated one
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _injected_fault(cfg: RunConfig, placement, run_dir: Path) -> Callable[[int], None] | None:
     """TEST-ONLY fault injection: CORL_TEST_FAULT="AGENT:hang|exit:STEP" makes the first
     (dp rank 0) process of agent AGENT hang forever, or exit at once with status 17, just
-    before step STEP (>= 1); "fill" fills the run folder's disk (64 KiB stay free) there.
-    Used by tests/parallel/test_distributed.py, tests/launch/test_faults_fsdp.py; never set it in real runs."""
+    after step STEP (>= 1, its checkpoint written), in one process or under torchrun; "fill" fills
+    the run folder's disk there (64 KiB stay free), "full" to the last byte. Used by
+    tests/parallel/test_distributed.py, tests/launch/; never set it in real runs."""
     spec = os.environ.get(FAULT_ENV)
     if not spec or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":  # a restarted attempt runs clean
         return None
-    name, mode, at = spec.split(":")  # mode: hang, exit (status 17), kill (SIGKILL: no cleanup at all) or fill
-    if mode not in ("hang", "exit", "kill", "fill"):
+    name, mode, at = spec.split(":")  # mode: hang, exit (status 17), kill (SIGKILL: no cleanup at all), fill or full
+    if mode not in ("hang", "exit", "kill", "fill", "full"):
         return None  # a fault injected elsewhere (corl.checkpoints.sharded: kill-writing)
     names = [a.name for a in cfg.agents]
     if names.index(name) not in placement.agents or placement.dp_rank != 0:
@@ -388,9 +358,12 @@ def _injected_fault(cfg: RunConfig, placement, run_dir: Path) -> Callable[[int],
                 time.sleep(3600)
         if mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        if mode == "fill":  # something else fills the disk between two checkpoints
+        if mode in ("fill", "full"):  # something else fills the disk between two checkpoints
+            left = 64 * 1024 if mode == "fill" else 0
             free = shutil.disk_usage(run_dir).free
-            (run_dir / ".test-filler").write_bytes(b"\0" * max(0, free - 64 * 1024))
+            with open(run_dir / ".test-filler", "wb") as f, contextlib.suppress(OSError):
+                f.write(b"\0" * max(0, free - left))
+                f.flush()
             return
         os._exit(17)
 

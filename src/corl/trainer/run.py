@@ -3,6 +3,7 @@ their cadence around `step` (the loop itself, Algorithm 1, is `corl.trainer.loop
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from corl.checkpoints.checkpoint import (
     set_rng_state,
     verify_checkpoint,
 )
-from corl.checkpoints.run_folder import RunEntry, enter_run_folder, write_record
+from corl.checkpoints.run_folder import RunEntry, enter_run_folder, how_to_continue, run_record, write_record
 from corl.checkpoints.sharded import agreed_checkpoint
 from corl.config import RunConfig, dump_config
 from corl.data.rows import Problem
@@ -42,23 +43,42 @@ from corl.tracking.wandb_run import wandb_mirrors
 from corl.trainer.agent import Agent
 from corl.trainer.best_folders import finish_publishing
 from corl.trainer.selection import Selector, publish, write_selection
-from corl.trainer.setup import build_agent, check_disk, load_eval_data, load_train_data, preflight, sampling_seed
+from corl.trainer.setup import (
+    answers_as_found,
+    build_agent,
+    check_disk,
+    load_eval_data,
+    load_train_data,
+    preflight,
+    sampling_seed,
+)
 from corl.trainer.update import UpdateStats
 from corl.trainer.validation import validate, validation_point
 
 
 class Preempted(Exception):
-    """The run was asked to stop (SIGTERM) and saved a checkpoint after `steps_done` steps."""
+    """The run was asked to stop (SIGTERM, Ctrl-C) after `steps_done` steps: with `saved`, the
+    checkpoint of that step was written for it; else the run stopped before its next step began
+    (while it was starting) and `checkpoint` is the one it had, if any."""
 
-    exit_code = 143  # 128 + SIGTERM, as a process stopped by it; documented in docs/failures.md
+    def __init__(self, steps_done: int, checkpoint: Path | None, run_dir: Path, saved: bool = True):
+        super().__init__(steps_done, checkpoint)
+        self.steps_done, self.checkpoint, self.run_dir, self.saved = steps_done, checkpoint, Path(run_dir), saved
+        self.signal_name = "SIGTERM"
+        self.exit_code = 143  # 128 + the signal's number, as a process it stopped; 130 after Ctrl-C (docs/runs.md)
 
-    def __init__(self, steps_done: int, checkpoint: Path):
-        super().__init__(
-            f"preempted (SIGTERM) after step {steps_done}: checkpoint {checkpoint} written; "
-            f"continue with corl train --resume {checkpoint.parent.parent} (or resume: auto)"
+    def __str__(self) -> str:
+        # read when said, not when raised: a run stopped while starting has removed what it wrote by then
+        verb = "preempted" if self.signal_name == "SIGTERM" else "stopped"
+        if self.saved:
+            auto = " (or resume: auto)" if self.signal_name == "SIGTERM" else ""
+            return (
+                f"{verb} ({self.signal_name}) after step {self.steps_done}: checkpoint {self.checkpoint} written; "
+                f"continue with corl train --resume {self.run_dir}{auto}"
+            )
+        return (
+            f"{verb} ({self.signal_name}) before step {self.steps_done + 1}, nothing new trained; {how_to_continue(self.run_dir)}"
         )
-        self.steps_done = steps_done
-        self.checkpoint = checkpoint
 
 
 class Run:
@@ -87,6 +107,7 @@ class Run:
         self.device = device or resolve_device(cfg.device)
 
         self.train_data = load_train_data(cfg)
+        self.cfg = cfg = answers_as_found(cfg, self.train_data)  # unlabeled data is recorded so: a resume reads it so
         self.val_data = load_eval_data(cfg)
         preflight(cfg, self.run_dir, len(self.train_data.problems))  # before any model loads
 
@@ -95,13 +116,26 @@ class Run:
         # a collective: every process continues from the same step, also on nodes without a shared disk
         agreed = agreed_checkpoint(self.run_dir, self.exchange)
         self.entry = entry or enter_run_folder(cfg, self.run_dir, resume=resume)
-        checkpoint = agreed if self.entry.checkpoint is not None else None
+        # what the run records and every checkpoint carries: a new run's is its configuration as resolved here
+        self.record = self.entry.record if self.entry.checkpoint is not None else run_record(cfg)
+        self.agents: dict[int, Agent] = {}
+        self.log = None
+        try:
+            self._build(agreed if self.entry.checkpoint is not None else None, data_parallel)
+        except BaseException:  # refused (the disk estimate), failed or stopped by a signal while starting
+            self._leave_unstarted()
+            raise
+
+    def _build(self, checkpoint: Path | None, data_parallel: DataParallel | None) -> None:
+        """The agents (fresh, or from `checkpoint`), the disk estimate, the loop's parts and state,
+        and the run folder's files."""
+        cfg = self.cfg
         if checkpoint is not None:
             verify_checkpoint(checkpoint, [cfg.agents[n].name for n in self.placement.agents])
-        self.agents: dict[int, Agent] = {
-            n: build_agent(cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None, data_parallel)
-            for n in self.placement.agents
-        }
+        for n in self.placement.agents:  # one by one: a failure closes the ones built before it
+            self.agents[n] = build_agent(
+                cfg, n, self.device, checkpoint / cfg.agents[n].name if checkpoint else None, data_parallel
+            )
         check_disk(cfg, self.run_dir, self.exchange, list(self.agents.values()), checkpoint)
         if checkpoint is not None:
             state = load_loop_state(checkpoint)
@@ -123,16 +157,26 @@ class Run:
             seed=cfg.cohort.seed,
             teacher=cfg.cohort.teacher,
         )
-        self.params = SamplingParams(cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens)
+        self.params = SamplingParams(
+            cfg.cohort.temperature, cfg.cohort.top_p, cfg.cohort.max_new_tokens, tuple(cfg.cohort.stop_strings)
+        )
         self.names = [a.name for a in cfg.agents]
         self.monitor = CollapseMonitor(self.names, cfg.health.collapse_steps, self.reward.binary, console=self.placement.is_main)
         self.monitor.load_state_dict(self.loop_state.get("health", {}))
         self.selector = Selector(cfg, self.names, self.loop_state)
         if checkpoint is not None and self.selector.active and self.placement.commits_checkpoints:
             finish_publishing(self.run_dir, self.selector.record())  # a kill while RUN/best/ was published
-        self.log = None
         if self.placement.is_main:
             self._open_run_folder()
+
+    def _leave_unstarted(self) -> None:
+        """A run that never reached its first step leaves the folder as it found it (corl.checkpoints.run_folder)."""
+        for agent in self.agents.values():
+            with contextlib.suppress(Exception):
+                agent.close()
+        if self.log is not None:
+            self.log.close()
+        self.entry.leave()
 
     def _open_run_folder(self) -> None:
         """A new run writes its record (and config.yaml, for people); a resumed one keeps
@@ -140,7 +184,7 @@ class Run:
         training at step 0 too, when a run without a checkpoint starts again)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.entry.checkpoint is None:
-            write_record(self.run_dir, self.entry.record, exclusive=self.entry.fresh)
+            write_record(self.run_dir, self.record, exclusive=self.entry.fresh)
             dump_config(self.cfg, self.run_dir / "config.yaml")
         renumber_old_run(self.run_dir)  # a run logged from step 0 before the one numbering (corl.tracking.step_numbering)
         # rows are numbered from 1 (steps done); the validation before training is 0
@@ -211,7 +255,7 @@ class Run:
             self.loop_state,
             write_state=self.placement.commits_checkpoints,
             exchange=self.exchange,
-            record=self.entry.record,
+            record=self.record,
             gathered=gathered,
         )
 
@@ -220,8 +264,8 @@ class Run:
     ) -> dict[str, float]:
         """Run from the current step to cfg.cohort.steps; returns the last metrics.
 
-        `should_stop` is asked after every step (by every process: it must agree across them);
-        True saves a checkpoint and raises `Preempted`."""
+        `should_stop` is asked before the first step and after every step (by every process: it
+        must agree across them); True raises `Preempted`, after a checkpoint of the steps done."""
         cfg = self.cfg
         last: dict[str, float] = {}
         try:
@@ -231,6 +275,8 @@ class Run:
                 return last
             if cfg.logging.eval_on_start and self.start_step == 0:
                 self._validation_point(-1)
+            if should_stop is not None and self.start_step < cfg.cohort.steps and should_stop():
+                raise Preempted(self.start_step, self.entry.checkpoint, self.run_dir, saved=False)  # asked while starting
             for step in range(self.start_step, cfg.cohort.steps):
                 unknown_checks()  # a step's grading/unknown counts its own checks, not validation's or earlier code's
                 last = self.step(step)
@@ -247,7 +293,7 @@ class Run:
                 if stopped:
                     return last
                 if should_stop is not None and done < cfg.cohort.steps and should_stop():
-                    raise Preempted(done, self._checkpoint_once(done))
+                    raise Preempted(done, self._checkpoint_once(done), self.run_dir)
             if self.start_step < cfg.cohort.steps or latest_checkpoint(self.run_dir) is None:
                 last.update(self._validation_point(cfg.cohort.steps - 1))
                 self._after_point(cfg.cohort.steps, final=True)
@@ -256,7 +302,7 @@ class Run:
                 self.log.close()
             for agent in self.agents.values():
                 agent.close()
-            self.entry.release()  # the folder's lock (corl.checkpoints.run_folder): the run has ended
+            self.entry.leave()  # the run has ended: its folder lock goes (with an unstarted run's files, corl.checkpoints.run_folder)
         return last
 
     def _checkpoint_once(self, done: int, gathered: bool = False) -> Path:
