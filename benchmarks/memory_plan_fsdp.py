@@ -24,12 +24,25 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from memory_plan import family_folder, peaks, run_config  # noqa: E402
+from memory_plan import SHAPES as BASE_SHAPES  # noqa: E402
+from memory_plan import (  # noqa: E402
+    TERMS,
+    family_folder,
+    mapped_parameter_bytes,
+    peaks,
+    predicted_peaks,
+    run_config,
+    table_rows,
+    with_mapped,
+)
 
 # name -> (memory_plan.py's shape it extends, grpo.beta, compute.bf16)
 SHAPES = {
     "llama-fsdp-gc": ("llama-gc", 0.0, False),
     "qwen2-fsdp-bf16-kl": ("qwen2-minibatch", 0.04, True),
+    "qwen3-fsdp-bf16": ("qwen3-gc", 0.0, True),
+    "llama-wide-fsdp": ("llama-wide", 0.0, False),
+    "llama-wide-fsdp-bf16": ("llama-wide", 0.0, True),
 }
 
 
@@ -52,7 +65,7 @@ def worker(shape: str, root: Path, out: Path) -> None:
 
     from corl.data.rows import build_problems, load_rows
     from corl.parallel import DataParallel, Heartbeat, plan_layout
-    from corl.plan import Machine, Planner
+    from corl.plan import Machine
     from corl.plan.machine import system_ram
     from corl.rollout import SamplingParams
     from corl.trainer import build_agent
@@ -60,8 +73,6 @@ def worker(shape: str, root: Path, out: Path) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     base = SHAPES[shape][0]
-    from memory_plan import SHAPES as BASE_SHAPES
-
     families = BASE_SHAPES[base][0]
     folders = [family_folder(f, root) for f in families]
     cfg = fsdp_config(shape, folders)
@@ -85,25 +96,19 @@ def worker(shape: str, root: Path, out: Path) -> None:
             with record_function("phase:update"):
                 agent.update(rollout, torch.randn(len(mine), k), params)
             prompt_tokens = rollout.prompt_length
-    measured = peaks(prof)
+    measured = with_mapped(peaks(prof), mapped_parameter_bytes(prof, [agent.model]))  # 0: FSDP2 copied them into shards
     sizes = [None] * world
     dist.all_gather_object(sizes, prompt_tokens)
     if rank == 0:
         planned = fsdp_config(shape, folders, max(sizes))
-        plan = Planner(planned, Machine(world, system_ram(), "cpu", "this machine")).plan(planned)
-        totals = plan.ranks[0].totals
-        predicted = {
-            "all": plan.worst.peak,
-            "sample": totals["sample"],
-            "update": max(totals["update"], totals["optimizer step"]),
-        }
-        record = {"shape": shape, "measured": measured, "predicted": predicted, "prompt_tokens": max(sizes)}
+        machine = Machine(world, system_ram(), "cpu", "this machine")
+        predicted, without = predicted_peaks(planned, machine), predicted_peaks(planned, machine, without=TERMS)
+        record = {"shape": shape, "measured": measured, "predicted": predicted, "without": without, "prompt_tokens": max(sizes)}
         out.write_text(json.dumps(record))
     dist.destroy_process_group()
 
 
 def describe(shape: str) -> str:
-    from memory_plan import SHAPES as BASE_SHAPES
     from memory_plan import describe as base_describe
 
     base, beta, bf16 = SHAPES[shape]
@@ -125,11 +130,12 @@ def main() -> None:
     if args.worker:
         worker(args.worker, Path(args.root), Path(args.out))
         return
-    mib = 2**20
     print(f"{'shape':<20} {'what':<84} {'phase':<7} {'predicted':>10} {'measured':>10} {'ratio':>6}")
     with tempfile.TemporaryDirectory(prefix="corl-memory-plan-fsdp-") as root:
         for shape in args.shapes.split(","):
             out = Path(root) / f"{shape}.json"
+            for family in BASE_SHAPES[SHAPES[shape][0]][0]:
+                family_folder(family, Path(root))  # here, once: two ranks writing one folder collide
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", __file__]
             run = subprocess.run(
                 [*cmd, "--worker", shape, "--root", root, "--out", str(out)],
@@ -142,11 +148,7 @@ def main() -> None:
                 print(f"{shape}: failed\n{run.stderr[-3000:]}", file=sys.stderr)
                 continue
             r = json.loads(out.read_text())
-            what = describe(shape) + f", P={r['prompt_tokens']}"
-            for phase in ("sample", "update", "all"):
-                p, m = r["predicted"][phase], r["measured"][phase]
-                print(f"{shape:<20} {what:<84} {phase:<7} {p / mib:>8.1f}Mi {m / mib:>8.1f}Mi {p / m:>6.2f}", flush=True)
-                shape, what = "", ""
+            print("\n".join(table_rows(shape, describe(shape) + f", P={r['prompt_tokens']}", r, 20)), flush=True)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ class Planner:
 
     def __init__(self, cfg: RunConfig, machine: Machine):
         self.machine = machine
-        self.prompts = [prompt_length(cfg, i) for i in range(len(cfg.agents))]
         self._facts: dict[tuple, list[ModelFacts]] = {}
+        self.facts(cfg)  # first: a model whose config cannot be read fails here, before its tokenizer is looked for
+        self.prompts = [prompt_length(cfg, i) for i in range(len(cfg.agents))]
 
     def facts(self, cfg: RunConfig) -> list[ModelFacts]:
         lora = cfg.compute.lora

@@ -36,6 +36,7 @@ class DecoderShape:
     intermediate: int  # f
     vocab: int  # V
     attention: str = "sdpa"  # the config's attention implementation (eager keeps [S, S] scores)
+    qk_norm_width: int = 0  # RMSNorms on queries and keys (Qwen3: per head, head_dim wide); 0: none
 
     @property
     def attention_width(self) -> int:  # a = heads * head_dim (usually h)
@@ -118,7 +119,19 @@ def layer_saved_bytes_per_token(shape: DecoderShape, precision: Precision, seq: 
         scores = shape.heads * seq * (FP32 if precision == "fp32" else FP32 + BF16)
     else:
         scores = shape.heads * FP32  # logsumexp
-    return norms + attention + mlp + scores
+    return norms + attention + mlp + scores + qk_norm_bytes_per_token(shape, precision)
+
+
+def qk_norm_bytes_per_token(shape: DecoderShape, precision: Precision) -> int:
+    """What RMSNorms on the queries and keys (Qwen3, OLMo-2) keep per token of a layer: for each
+    of the a + g projected values their float32 input and the normalised tensor (float32, or
+    its bf16 cast), and a float32 reciprocal RMS per normalised group (per head for Qwen3).
+    Counted with saved-tensor hooks on a Qwen3 layer against a Llama layer of the same shape
+    (a = 64, g = 32, head_dim 16: 792 bytes more in float32, 600 in bf16 autocast and bf16)."""
+    if not shape.qk_norm_width:
+        return 0
+    width = shape.attention_width + shape.kv_width
+    return width * (FP32 + compute_bytes(precision)) + FP32 * (width // shape.qk_norm_width)
 
 
 def residual_bytes(precision: Precision) -> int:
@@ -191,6 +204,15 @@ def fsdp_gather_bytes(block_params: int, root_params: int, width: int = BF16) ->
     the next one (prefetch) while they compute, and a block's gradient is unsharded in that
     width and reduce-scattered in float32."""
     return width * root_params + (3 * width + FP32) * block_params
+
+
+def root_gradient_bytes(head_params: int, width: int = BF16) -> int:
+    """FSDP2: the root unit's gradient, unsharded in the gathered `width`, from the output head's
+    backward (the first of the update's backward) until the root's reduce-scatter after the
+    last layer's: the head's (with tied embeddings the embedding's, the same tensor) and, a
+    rounding error beside it, the final norm's. An untied embedding's comes only after the
+    last layer, once the activations are gone."""
+    return width * head_params
 
 
 def vision_bytes(vision: VisionShape, precision: Precision, patches: int, grad: bool) -> int:

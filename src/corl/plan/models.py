@@ -45,6 +45,8 @@ class ModelFacts:
     blocks_total: int  # parameters inside all the blocks
     context: int | None = None  # max_position_embeddings
     vision: VisionShape | None = None
+    head_params: int = 0  # trainable parameters of the output head (tied: the embedding): FSDP2's unsharded root gradient
+    head_tied: bool = False  # the head is the input embedding
 
     @property
     def params(self) -> int:
@@ -80,12 +82,27 @@ def hf_config(model: str, where: str):
     known = None if Path(model).is_dir() else known_config(model)  # a local folder overrides the table
     if known is not None:
         return known[0], f"{known[1]} (corl's table of public configs; a local folder overrides it)"
+    _check_reachable(model, where)
     try:
         return AutoConfig.from_pretrained(model), f"{model}/config.json"
     except (OSError, ValueError) as err:
         raise ConfigError(
             f"{where}: cannot read the config.json of {model!r} to plan its memory ({err}); give a local folder "
             "that holds its config.json (the weights are not needed), or make the hub reachable"
+        ) from None
+
+
+def _check_reachable(model: str, where: str) -> None:
+    """A hub id that is neither cached nor answered by the hub in one short request fails now,
+    saying how to plan without it: the hub client's retries would take minutes offline."""
+    from corl.models import check_model_source
+
+    try:
+        check_model_source(model, where)
+    except ConfigError as err:
+        raise ConfigError(
+            f"{err}. The plan needs only the model's config.json: put it in a folder (the weights are not "
+            f"needed) and give that folder as the model (--set {where.split(' ')[0]}=FOLDER)"
         ) from None
 
 
@@ -124,8 +141,8 @@ def _text(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def decoder_shape(config, attention: str) -> DecoderShape:
-    """The text decoder's dimensions (GPT-2 names included)."""
+def decoder_shape(config, attention: str, qk_norm_width: int = 0) -> DecoderShape:
+    """The text decoder's dimensions (GPT-2 names included); `qk_norm_width` as `qk_norm_width` finds it."""
     text = _text(config)
     hidden = _first(text, "hidden_size", "n_embd")
     heads = _first(text, "num_attention_heads", "n_head")
@@ -138,7 +155,27 @@ def decoder_shape(config, attention: str) -> DecoderShape:
         intermediate=getattr(text, "intermediate_size", None) or getattr(text, "n_inner", None) or 4 * hidden,
         vocab=text.vocab_size,
         attention=attention or "sdpa",
+        qk_norm_width=qk_norm_width,
     )
+
+
+def qk_norm_width(model) -> int:
+    """The width each query norm of the decoder normalises over (Qwen3: head_dim; OLMo-2: the whole
+    projection), read from the first attention's `q_norm`; 0 for a model without one."""
+    for name, module in model.named_modules():
+        if name.endswith("attn.q_norm") and getattr(module, "weight", None) is not None:
+            return int(module.weight.numel())
+    return 0
+
+
+def head_facts(model) -> tuple[int, bool]:
+    """The output head's trainable parameters, and whether its weight is the input embedding's."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None:
+        return 0, False
+    embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    tied = embedding is not None and getattr(embedding, "weight", None) is getattr(head, "weight", 0)
+    return sum(p.numel() for p in head.parameters() if p.requires_grad), tied
 
 
 def _first(config, *names: str) -> int:
@@ -181,15 +218,18 @@ def model_facts(agent: AgentConfig, index: int, lora: LoRAConfig | None) -> Mode
     block_names = set(getattr(root, "_no_split_modules", None) or ())
     blocks = [m for m in root.modules() if type(m).__name__ in block_names]
     sizes = [sum(p.numel() for p in b.parameters()) for b in blocks]
+    head, tied = head_facts(root)
     return ModelFacts(
         source=source,
         model_type=getattr(config, "model_type", "?"),
         architecture=type(root).__name__,
-        shape=decoder_shape(config, getattr(root.config, "_attn_implementation", None)),
+        shape=decoder_shape(config, getattr(root.config, "_attn_implementation", None), qk_norm_width(root)),
         tensors=tensors,
         linear_params=linear,
         block_params=max(sizes, default=0),
         blocks_total=sum(sizes),
         context=getattr(_text(config), "max_position_embeddings", None),
         vision=vision_shape(config),
+        head_params=head,
+        head_tied=tied,
     )

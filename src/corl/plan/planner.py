@@ -46,6 +46,9 @@ class AgentPlan:
     states: list[Item] = field(default_factory=list)  # held all the time
     engine: Item | None = None  # a vLLM engine's memory (all the time, or while sampling with sleep_mode)
     engine_sleeps: bool = False
+    engine_sequences: int | None = None  # full-length sequences its KV cache holds (GPU, memory known)
+    engine_max_len: int = 0  # the engine's max_model_len
+    engine_needs: str = ""  # what its share and weights are, for the verdict when it holds none
     phases: dict[str, list[Item]] = field(default_factory=dict)  # what each phase adds
     notes: list[str] = field(default_factory=list)
 
@@ -77,10 +80,16 @@ class RunPlan:
         return max(self.ranks, key=lambda r: r.peak)
 
     @property
+    def short_engines(self) -> list[AgentPlan]:
+        """Agents whose vLLM engine cannot hold one full-length sequence (vLLM refuses to start)."""
+        seen = {ag.index: ag for rank in self.ranks for ag in rank.agents}
+        return [ag for ag in seen.values() if ag.engine_sequences is not None and ag.engine_sequences < 1]
+
+    @property
     def fits(self) -> bool | None:
         if self.usable is None:
             return None
-        return self.worst.peak <= self.usable
+        return self.worst.peak <= self.usable and not self.short_engines
 
 
 def precision_of(cfg: RunConfig) -> a.Precision:
@@ -211,6 +220,7 @@ def vllm_engine(cfg: RunConfig, machine: Machine, facts: ModelFacts, model_len: 
 
     # as VLLMEngine: rollout.max_model_len, else the model's context up to MAX_DEFAULT_MODEL_LEN
     max_len = cfg.rollout.max_model_len or min(facts.context or engine.MAX_DEFAULT_MODEL_LEN, engine.MAX_DEFAULT_MODEL_LEN)
+    plan.engine_max_len = max_len
     if max_len < model_len:
         plan.notes.append(
             f"vLLM's max_model_len {max_len:,} < prompt + completion {model_len:,}: set rollout.max_model_len: {model_len}"
@@ -230,15 +240,17 @@ def vllm_engine(cfg: RunConfig, machine: Machine, facts: ModelFacts, model_len: 
     budget = int(share * (machine.memory or 0))
     weights = (a.FP32 if cfg.rollout.dtype == "float32" else a.BF16) * facts.params // tp
     kv = budget - weights
-    fits = kv // max(kv_token * max_len // tp, 1)
+    fits = max(kv, 0) // max(kv_token * max_len // tp, 1)
+    room = f"KV cache up to {a.gib(kv):.1f} GiB = {fits:,} sequences" if kv > 0 else "no room left for a KV cache"
     note = (
-        f"{share:g} of the device: weights {a.gib(weights):.2f} GiB, KV cache up to {a.gib(max(kv, 0)):.1f} GiB "
-        f"= {fits:,} sequences of {max_len:,} tokens at once (this rank samples {plan.sampled:,})"
+        f"{share:g} of the device: weights {a.gib(weights):.2f} GiB, {room} of {max_len:,} tokens at once "
+        f"(this rank samples {plan.sampled:,})"
     )
-    if machine.memory is not None and fits < 1:
-        plan.notes.append(
-            f"vLLM's share ({share:g} x device) cannot hold its weights and one full sequence: raise "
-            "rollout.gpu_memory_utilization or shorten rollout.max_model_len"
+    if machine.memory is not None:
+        plan.engine_sequences = fits
+        plan.engine_needs = (
+            f"rollout.gpu_memory_utilization {share:g} x {a.size(machine.memory)} = {a.size(budget)}, its weights "
+            f"{a.size(weights)}, one sequence of {max_len:,} tokens {a.size(kv_token * max_len // tp)}"
         )
     return Item("vLLM engine", budget, note), cfg.rollout.sleep_mode
 
@@ -325,6 +337,11 @@ def update_items(cfg: RunConfig, plan: AgentPlan) -> list[Item]:
         width = a.BF16 if cfg.compute.bf16 else a.FP32
         gathered = a.fsdp_gather_bytes(facts.block_params, facts.root_params, width)
         items.append(Item("FSDP2 gathers", gathered, "root parameters, two blocks (prefetch), a block's gradient"))
+        if facts.head_params:
+            dtype = "bfloat16" if cfg.compute.bf16 else "float32"
+            tied = " (tied to the embedding)" if facts.head_tied else ""
+            note = f"the output head's{tied}: {facts.head_params:,} parameters, unsharded in {dtype} through the backward"
+            items.append(Item("root gradient", a.root_gradient_bytes(facts.head_params, width), note))
     if facts.vision is not None and plan.prompt.image_patches:
         patches = n * plan.prompt.image_patches  # every row of the minibatch brings its prompt's images
         vision = a.vision_bytes(facts.vision, prec, patches, grad=True)

@@ -25,7 +25,7 @@ def _agent_lines(ag: AgentPlan) -> list[str]:
         f"agent {ag.name}: {f.architecture} ({f.source}), {f.params:,} parameters ({f.trainable:,} trainable), "
         f"computed in {PRECISION[ag.precision]}",
         f"  {s.layers} layers, hidden {s.hidden}, {s.heads} heads ({s.kv_heads} KV), MLP {s.intermediate}, "
-        f"vocabulary {s.vocab:,}, {s.attention} attention",
+        f"vocabulary {s.vocab:,}, {s.attention} attention" + (", q/k norms" if s.qk_norm_width else ""),
         f"  prompt {ag.prompt.tokens:,} tokens ({ag.prompt.how}), completion {ag.completion:,}",
         f"  per rank: {ag.sampled:,} sequences sampled a step ({ag.sampled_at_once:,} at once), {trained}",
     ]
@@ -60,7 +60,12 @@ def verdict(plan: RunPlan) -> str:
     if plan.fits is None:
         return f"peak {size(worst.peak)} per rank ({where}); device memory unknown: {plan.machine.described}"
     word = "fits" if plan.fits else "does not fit"
-    return f"{word}: peak {size(worst.peak)} per rank ({where}) of {size(plan.usable)} usable"
+    line = f"{word}: peak {size(worst.peak)} per rank ({where}) of {size(plan.usable)} usable"
+    short = plan.short_engines
+    if short:
+        names = ", ".join(ag.name for ag in short)
+        line += f"; vLLM cannot hold one sequence for {names} ({short[0].engine_needs}), and would not start"
+    return line
 
 
 def render(plan: RunPlan, source: str, headroom: float) -> str:
