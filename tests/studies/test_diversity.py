@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -508,3 +509,55 @@ def test_corl_app_has_the_command():
     from corl.cli import app
 
     assert "diversity" in [c.name for c in app.registered_commands]
+
+
+def test_resampled_kappas_follow_cohens_kappa_draw_by_draw():
+    from corl.studies.diversity.metrics import kappas_of
+
+    a = [True, True, False, False, True, False]
+    b = [True, False, False, True, True, False]
+    rows = [[0, 1, 2, 3, 4, 5], [0, 0, 2, 2, 4, 5], [0, 0, 0, 0, 0, 0], [2, 3, 2, 3, 2, 3]]
+    by_hand = [cohens_kappa(contingency([a[i] for i in r], [b[i] for i in r])) for r in rows]
+    # the whole table: p_o 4/6, both accuracies 1/2, p_e 1/2: kappa (2/3 - 1/2) / (1/2) = 1/3;
+    # draw 3 is (T, T) six times: both always right, p_e = 1, kappa 1 (cohens_kappa's rule)
+    assert by_hand[0] == pytest.approx(1 / 3) and by_hand[2] == 1.0
+    assert kappas_of(a, b, rows) == pytest.approx(by_hand)
+
+
+def test_kappa_interval_holds_the_kappa_and_is_a_point_for_identical_answers():
+    from corl.studies.diversity.metrics import kappa_interval
+
+    a = [i % 3 == 0 for i in range(60)]
+    b = [i % 3 == 0 or i % 7 == 0 for i in range(60)]
+    low, high = kappa_interval(a, b)
+    assert low < cohens_kappa(contingency(a, b)) < high and high - low > 0.1
+    assert kappa_interval(a, a) == (1.0, 1.0)  # every resample agrees on every problem
+    assert kappa_interval(a, b) == (low, high)  # a fixed resampling seed: the report is reproducible
+
+
+def test_kappa_gap_is_seed_only_minus_cross_family_with_its_interval():
+    from corl.studies.diversity.metrics import kappa_gap, pair_stats
+
+    a = [i % 2 == 0 for i in range(40)]
+    opposite = [not x for x in a]
+    none = [None] * 40
+    seed = pair_stats("m", "m (seed 1)", a, a, none, none, kind="seed")  # kappa 1
+    cross = pair_stats("m", "n", a, opposite, none, none, kind="models")  # kappa -1
+    gap = kappa_gap([seed, cross])
+    assert gap["seed_only_minus_cross_family"] == 2.0 and gap["seed_pairs"] == gap["cross_family_pairs"] == 1
+    assert gap["ci95"][1] == 2.0 and 1.0 <= gap["ci95"][0] <= 2.0
+    assert kappa_gap([cross]) is None  # no seed-only pair: nothing to compare against
+    assert seed.as_dict()["kappa_ci95"] == [1.0, 1.0]
+
+
+def test_a_model_without_a_chat_template_is_prompted_with_the_plain_text(tiny_models):
+    """--chat pairs an instruct model (its chat template) with a base model (none, as Gemma-3-270M): the
+    base model gets the plain prompt instead of an error; a stop string ends its completions."""
+    from corl.studies.diversity.study import StudySettings, _sample_model
+
+    problems = [{"id": "0", "problem": "3+4=?", "answer": "7"}, {"id": "1", "problem": "9-2=?", "answer": "7"}]
+    settings = StudySettings(data="x", template="{problem}\n", instruction="", chat=True, temperature=0.0, max_new_tokens=8)
+    texts, _ = _sample_model(str(tiny_models["llama-char"]), [0], problems, settings, None)
+    stopped, _ = _sample_model(str(tiny_models["llama-char"]), [0], problems, replace(settings, stop=("{",)), None)
+    assert len(texts[0]) == 2 and all("{" in t for t in texts[0])  # the fixture models answer \boxed{d}
+    assert stopped[0] == [t[: t.index("{")] for t in texts[0]]

@@ -53,7 +53,10 @@ def diversity(
     anchor: str | None = typer.Option(None, help="Rank the other models as partners for this one."),
     template: str = typer.Option("{problem}\n{instruction}", help="Prompt text with {problem} and {instruction}."),
     instruction: str | None = typer.Option(None, help="Instruction text (default: reason step by step, answer in \\boxed{})."),
-    chat: bool = typer.Option(False, "--chat", help="Wrap prompts in each tokenizer's chat template."),
+    chat: bool = typer.Option(
+        False, "--chat", help="Wrap prompts in each tokenizer's chat template (a model without one: the plain text)."
+    ),
+    stop: list[str] = typer.Option([], "--stop", help="End each completion at this string (repeatable; few-shot: --stop '\\n')."),
     problem_field: str = typer.Option("problem", help="Dataset field holding the problem."),
     answer_field: str = typer.Option("answer", help="Dataset field holding the reference answer."),
     batch_size: int = typer.Option(32, help="Prompts per generate call."),
@@ -81,7 +84,7 @@ def diversity(
     settings = StudySettings(
         data=data, split=split, filters=parsed, n=n or None, problem_field=problem_field, answer_field=answer_field,
         temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, template=template,
-        instruction=instruction, chat=chat, batch_size=batch_size, device=device, engine=engine,
+        instruction=instruction, chat=chat, stop=tuple(stop), batch_size=batch_size, device=device, engine=engine,
     )  # fmt: skip
     # Under --json, stdout carries the JSON object alone: anything a library prints goes to stderr.
     redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
@@ -135,12 +138,12 @@ def _print_report(console, result) -> None:
     for p in report["pairs"]:
         pairs.add_row(
             p["a"], p["b"], f"{p['both_correct']}/{p['only_a']}/{p['only_b']}/{p['both_wrong']}",
-            f"{p['accuracy_a']:.0%}/{p['accuracy_b']:.0%}", f"{p['kappa']:.2f}±{p['kappa_se']:.2f}",
+            f"{p['accuracy_a']:.0%}/{p['accuracy_b']:.0%}", f"{p['kappa']:.2f} [{p['kappa_ci95'][0]:.2f}, {p['kappa_ci95'][1]:.2f}]",
             f"{p['c']:.1%}", f"{p['u']:.1%}", f"{p['w']:.1%}",
         )  # fmt: skip
     console.print(pairs)
     console.print("✓✓/✓✗/✗✓/✗✗: both right / only A / only B / both wrong; kappa: agreement on which problems "
-                  "are solved, beyond chance (± 1 s.e.); c: exactly one right; u: at least one right; "
+                  "are solved, beyond chance [95% bootstrap interval over problems]; c: exactly one right; u: at least one right; "
                   "w: both wrong with the same answer.", style="dim")  # fmt: skip
 
     if report["anchor"]:
@@ -150,6 +153,13 @@ def _print_report(console, result) -> None:
         for i, r in enumerate(report["anchor"]["ranking"], 1):
             ranking.add_row(str(i), r["partner"], f"{r['kappa']:.2f}", f"{r['c']:.1%}", f"{r['partner_accuracy']:.1%}")
         console.print(ranking)
+    gap = report.get("kappa_gap")
+    if gap:
+        low, high = gap["ci95"]
+        console.print(
+            f"seed-only minus cross-family kappa: {gap['seed_only_minus_cross_family']:+.3f} [{low:+.3f}, {high:+.3f}] "
+            "(positive: another family errs more independently than another sample of the same model; paper, Table 6)"
+        )
     corr = report["kappa_c_correlation"]
     if corr:
         r = corr["pearson_kappa_c"]

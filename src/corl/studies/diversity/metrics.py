@@ -99,6 +99,43 @@ def kappa_standard_error(t: Contingency) -> float:
     return math.sqrt(p_o * (1 - p_o) / t.n) / (1 - p_e)
 
 
+BOOTSTRAP_DRAWS = 1000
+BOOTSTRAP_SEED = 0  # fixed: a report is reproducible
+
+
+def resampled_problems(n: int, draws: int = BOOTSTRAP_DRAWS, seed: int = BOOTSTRAP_SEED):
+    """[draws, n] indices of problems drawn with replacement (the unit the test set draws is a problem)."""
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, n, size=(draws, n))
+
+
+def kappas_of(correct_a: Sequence[bool], correct_b: Sequence[bool], rows) -> list[float]:
+    """Cohen's kappa of each resample `rows` ([draws, n] problem indices), vectorised (same rules as cohens_kappa)."""
+    import numpy as np
+
+    a, b = np.asarray(correct_a, dtype=bool)[rows], np.asarray(correct_b, dtype=bool)[rows]  # [draws, n]
+    pa, pb = a.mean(1), b.mean(1)
+    p_o = (a == b).mean(1)
+    p_e = pa * pb + (1 - pa) * (1 - pb)
+    degenerate = np.isclose(p_e, 1.0, rtol=0.0, atol=1e-12)
+    return np.where(degenerate, 1.0, (p_o - p_e) / np.where(degenerate, 1.0, 1 - p_e)).tolist()
+
+
+def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The central `level` share of bootstrap values (percentile interval)."""
+    import numpy as np
+
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(np.asarray(values, dtype=float), [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def kappa_interval(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> tuple[float, float]:
+    """95% bootstrap interval of kappa over problems (1,000 resamples, fixed seed)."""
+    return percentile_interval(kappas_of(correct_a, correct_b, resampled_problems(len(correct_a))))
+
+
 def complementarity(t: Contingency) -> float:
     """c: share of problems exactly one of the two gets right (where one can teach the other)."""
     return (t.only_a + t.only_b) / t.n
@@ -172,6 +209,10 @@ class PairStats:
     complementarity: float  # c
     oracle_accuracy: float  # u
     wrong_agreement: float  # w
+    kappa_ci95: tuple[float, float] | None = None  # bootstrap over problems
+    # the [N] correctness vectors (the gap between pair kinds is bootstrapped over the same problems)
+    correct_a: tuple[bool, ...] = ()
+    correct_b: tuple[bool, ...] = ()
 
     @property
     def accuracy_a(self) -> float:
@@ -201,6 +242,7 @@ class PairStats:
             "p_e": t.chance_agreement,
             "kappa": self.kappa,
             "kappa_se": self.kappa_se,
+            "kappa_ci95": list(self.kappa_ci95) if self.kappa_ci95 is not None else None,
             "c": self.complementarity,
             "u": self.oracle_accuracy,
             "w": self.wrong_agreement,
@@ -229,7 +271,29 @@ def pair_stats(
         complementarity=complementarity(t),
         oracle_accuracy=oracle_accuracy(t),
         wrong_agreement=wrong_agreement(correct_a, correct_b, answers_a, answers_b, equivalent),
+        kappa_ci95=kappa_interval(correct_a, correct_b),
+        correct_a=tuple(bool(x) for x in correct_a),
+        correct_b=tuple(bool(x) for x in correct_b),
     )
+
+
+def kappa_gap(pairs: Sequence[PairStats]) -> dict[str, Any] | None:
+    """The paper's Table 6 claim as one number: mean seed-only kappa minus mean cross-family kappa
+    (positive: another family errs more independently than another sample of the same model), with
+    a 95% bootstrap interval over the same resampled problems for every pair. None without both kinds."""
+    cross = [p for p in pairs if p.kind == "models"]
+    seed = [p for p in pairs if p.kind == "seed"]
+    if not cross or not seed:
+        return None
+    import numpy as np
+
+    rows = resampled_problems(cross[0].table.n)
+    draws = np.mean([kappas_of(p.correct_a, p.correct_b, rows) for p in seed], 0) - np.mean(
+        [kappas_of(p.correct_a, p.correct_b, rows) for p in cross], 0
+    )
+    gap = sum(p.kappa for p in seed) / len(seed) - sum(p.kappa for p in cross) / len(cross)
+    low, high = percentile_interval(draws.tolist())
+    return {"seed_only_minus_cross_family": gap, "ci95": [low, high], "cross_family_pairs": len(cross), "seed_pairs": len(seed)}
 
 
 def rank_partners(pairs: Sequence[PairStats], anchor: str) -> list[PairStats]:

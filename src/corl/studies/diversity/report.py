@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from corl.studies.diversity.cohort import agents_yaml, recommend_cohort
-from corl.studies.diversity.metrics import PairStats, pearson, rank_partners
+from corl.studies.diversity.metrics import PairStats, kappa_gap, pearson, rank_partners
 
 # Paper, Appendix A, Tables 6-7: the measured ranges of its coupled and decoupled pairs.
 PAPER_REFERENCE = (
@@ -90,6 +90,7 @@ def build_report(
         ],  # fmt: skip
         "pairs": [{k: _finite_or_none(v) for k, v in p.as_dict().items()} for p in pairs],
         "kappa_c_correlation": correlation,
+        "kappa_gap": kappa_gap(pairs),
         "anchor": None,
         "recommendation": recommend(pairs, samples, anchor),
         "cohort": recommend_cohort(pairs, list(samples)),

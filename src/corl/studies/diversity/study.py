@@ -46,7 +46,8 @@ class StudySettings:
     seed: int = 0
     template: str = "{problem}\n{instruction}"
     instruction: str | None = None  # None: corl's default instruction
-    chat: bool = False
+    chat: bool = False  # each model's own chat template; a model without one (a base model) gets the plain text
+    stop: tuple[str, ...] = ()  # a completion ends at the first of these (a base model prompted few-shot: "\n")
     batch_size: int = 32
     device: str = "auto"
     engine: str = "hf"  # rollout engine (corl.rollout); enters the key only when not hf
@@ -162,6 +163,7 @@ def cache_key(model: str, seed: int, problems: Sequence[dict], settings: StudySe
         "max_new_tokens": settings.max_new_tokens,
         "seed": seed,
         "template": {"format": settings.template, "instruction": settings.instruction, "chat": settings.chat},
+        **({"stop": list(settings.stop)} if settings.stop else {}),  # absent when unset: older caches still match
         **({"engine": settings.engine} if settings.engine != "hf" else {}),
     }  # fmt: skip
 
@@ -241,7 +243,9 @@ def _sample_model(
 
     policy, tokenizer = load_policy(model, device=settings.device)
     policy.eval()
-    template_kwargs = {"format": settings.template, "chat": settings.chat}
+    # a base model has no chat template: it is prompted with the plain text (the report's samples say which)
+    chat = settings.chat and bool(getattr(tokenizer, "chat_template", None))
+    template_kwargs = {"format": settings.template, "chat": chat}
     if settings.instruction is not None:
         template_kwargs["instruction"] = settings.instruction
     template = PromptTemplate(**template_kwargs)
@@ -256,8 +260,9 @@ def _sample_model(
                 "filter out long problems or use a shorter --template / --instruction"
             )
         max_new = min(max_new, limit - longest)  # e.g. tiny models have 256 positions
-    params = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_new_tokens=max_new)
-    engine = build_engine(RolloutConfig(engine=settings.engine), policy, tokenizer)
+    params = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_new_tokens=max_new, stop=settings.stop)
+    # a chat template writes its own special tokens: the tokenizer must not add a second BOS
+    engine = build_engine(RolloutConfig(engine=settings.engine), policy, tokenizer, add_special_tokens=not chat)
     out: dict[int, list[str]] = {}
     for seed in seeds:
         name = _sample_name(model, seed, settings.seed)
