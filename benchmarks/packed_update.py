@@ -4,9 +4,10 @@ Usage:
     python benchmarks/packed_update.py                      # 32 sequences, completions of 16-512 tokens
     python benchmarks/packed_update.py --sequences 64 --budget 8192 --repeats 5
     python benchmarks/packed_update.py --threads 1          # on a shared, oversubscribed machine
+    python benchmarks/packed_update.py --checkpointing      # all three with compute.gradient_checkpointing
 
 A Llama-style model built from its config (hidden 128, 4 layers, 4 heads with 2 KV heads, MLP
-512, vocabulary 2,000, sdpa attention, float32, CPU), no tokenizer: 4 prompts of 8-24 random
+512, vocabulary 2,000, sdpa attention (corl_sdpa once prepared), float32, CPU), no tokenizer: 4 prompts of 8-24 random
 tokens (left-padded to 24), K = 8 completions each whose lengths are spread evenly over
 16-512 tokens, in shuffled order, rewards alternating 1/0 in each group so that every
 sequence carries gradient. Three updates of the same batch, run in turn in one process
@@ -34,7 +35,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from corl.config import AgentConfig, GRPOConfig
+from corl.config import AgentConfig, ComputeConfig, GRPOConfig
 from corl.data.rows import PromptTemplate
 from corl.rollout import Rollout, SamplingParams
 from corl.trainer import Agent
@@ -58,7 +59,7 @@ def batch(sequences: int, seed: int = 0) -> Rollout:
     return Rollout(ids, mask, completion, None, [""] * sequences, PROMPT, K)
 
 
-def agent_for(grpo: GRPOConfig) -> Agent:
+def agent_for(grpo: GRPOConfig, compute: ComputeConfig | None = None) -> Agent:
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=2000,
@@ -71,7 +72,7 @@ def agent_for(grpo: GRPOConfig) -> Agent:
     )
     model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
     tokenizer = type("Tok", (), {"eos_token_id": 1, "pad_token_id": 2})()
-    return Agent(AgentConfig(name="a", model="m", lr=1e-5), model, tokenizer, PromptTemplate(), "problem", grpo)
+    return Agent(AgentConfig(name="a", model="m", lr=1e-5), model, tokenizer, PromptTemplate(), "problem", grpo, compute=compute)
 
 
 def main() -> None:
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=4096, help="grpo.max_tokens_per_microbatch of the packed update")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
+    parser.add_argument("--checkpointing", action="store_true", help="compute.gradient_checkpointing in all three")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -87,10 +89,11 @@ def main() -> None:
     rewards = torch.tensor([[1.0, 0.0] * (K // 2)] * (args.sequences // K))
     params = SamplingParams(max_new_tokens=LONGEST)
     rows = max(1, args.budget // (PROMPT + LONGEST))
+    compute = ComputeConfig(gradient_checkpointing=args.checkpointing)
     modes = {
-        "padded": agent_for(GRPOConfig()),
-        "padded-bucket": agent_for(GRPOConfig(minibatch_size=rows)),
-        "packed": agent_for(GRPOConfig(max_tokens_per_microbatch=args.budget)),
+        "padded": agent_for(GRPOConfig(), compute),
+        "padded-bucket": agent_for(GRPOConfig(minibatch_size=rows), compute),
+        "packed": agent_for(GRPOConfig(max_tokens_per_microbatch=args.budget), compute),
     }
     times: dict[str, list[float]] = {name: [] for name in modes}
     cpu: dict[str, list[float]] = {name: [] for name in modes}
@@ -105,7 +108,7 @@ def main() -> None:
     print(
         f"{args.sequences} sequences, completions {SHORTEST}-{LONGEST} tokens, {real} real tokens of "
         f"{rollout.attention_mask.numel()} padded; budget {args.budget} tokens ({rows} padded rows); "
-        f"{torch.get_num_threads()} threads"
+        f"{torch.get_num_threads()} threads" + (", gradient checkpointing" if args.checkpointing else "")
     )
     median = {name: statistics.median(t) for name, t in times.items()}
     for name, seconds in median.items():
