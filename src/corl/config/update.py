@@ -51,9 +51,10 @@ class GRPOConfig(_Strict):
     padding_free: bool = Field(
         True,
         description="With max_tokens_per_microbatch: pack each micro-batch's sequences into one row, position ids "
-        "restarting per sequence (TRL's padding_free, verl's use_remove_padding; flash-attention varlen on GPU, "
-        "causal SDPA per sequence otherwise). Models it cannot pack (vision prompts, non-RoPE families) and false "
-        "take padded micro-batches, each trimmed to its longest sequence.",
+        "restarting per sequence (TRL's padding_free, verl's use_remove_padding; flash-attention varlen on a GPU in "
+        "bf16 with flash-attn installed, causal SDPA per sequence otherwise; also under gradient checkpointing). Models "
+        "it cannot pack (vision prompts, non-RoPE families, eager attention) and false take padded micro-batches, each "
+        "trimmed to its longest sequence.",
     )
     max_grad_norm: float | None = Field(
         1.0,
