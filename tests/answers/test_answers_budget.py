@@ -7,6 +7,11 @@ benchmarks/answers_deadlines.py; a test asserts what the cut answers, not how fa
 
 from __future__ import annotations
 
+import gc
+import sys
+
+import pytest
+
 from corl.answers import MAX_SYMBOLIC_CALLS, unknown_checks, verdict
 from corl.answers.symbolic import budgeted_equiv, counted
 
@@ -24,7 +29,12 @@ def test_counted_stops_at_the_budget_and_reports_the_calls():
         for i in range(n):
             one(i)
 
-    _, spent = counted(calls, 100, 50)
+    gc.collect()  # why: a collection during the count runs other objects' finalizers, counted too
+    gc.disable()
+    try:
+        _, spent = counted(calls, 100, 50)
+    finally:
+        gc.enable()
     assert spent == 51  # calls itself, and one() 50 times
     try:
         counted(calls, 100, 500)
@@ -32,6 +42,59 @@ def test_counted_stops_at_the_budget_and_reports_the_calls():
         assert type(e).__name__ == "OverBudget" and not isinstance(e, Exception)
     else:
         raise AssertionError("no stop past the budget")
+
+
+def test_an_interruption_dropped_in_a_finalizer_does_not_end_the_count():
+    """Issue 52: the hook's OverBudget, raised in a generator's finalizer, was printed and dropped,
+    and CPython unsets a trace function that raises: the check then ran uncounted to its end
+    (a check past the budget answered True in a fresh worker). Now the hook comes back at the
+    next event, and a check that spent its calls is over budget even if it returned."""
+    progress = []
+
+    def f(x):
+        return x
+
+    def gen():
+        try:
+            yield
+        finally:  # runs when the generator is collected, where an exception cannot propagate
+            for i in range(20):
+                f(i)
+
+    def work(n):
+        for i in range(n):
+            g = gen()
+            next(g)
+            del g
+            progress.append(i)
+
+    hooks = sys.gettrace(), sys.getprofile()
+    with pytest.raises(BaseException) as stop:
+        counted(work, 1000, 10_000)
+    assert type(stop.value).__name__ == "OverBudget"
+    assert len(progress) < 100  # stopped near the budget (~45 rounds), not after all 10,000
+    assert (sys.gettrace(), sys.getprofile()) == hooks  # the caller's hooks back, nothing of ours left
+
+
+def test_a_check_whose_last_calls_were_past_the_budget_is_over_it_though_it_returned():
+    def f(x):
+        return x
+
+    def gen():
+        try:
+            yield
+        finally:
+            f(0)
+
+    def ends_in_a_finalizer():
+        g = gen()
+        next(g)
+        del g  # the check's last call (f) runs here, where its interruption is dropped
+
+    _, total = counted(ends_in_a_finalizer, 10**6)
+    with pytest.raises(BaseException) as stop:
+        counted(ends_in_a_finalizer, total - 1)
+    assert type(stop.value).__name__ == "OverBudget"
 
 
 def test_a_check_past_the_work_budget_is_cut_by_it_and_answered_false():

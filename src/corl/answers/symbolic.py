@@ -12,11 +12,12 @@ and a cold worker.
 
 The budget binds long before the wall guard: a counted call costs ~0.8 us of CPU (the hook
 included: counting costs ~2-3x in time, on the few checks that reach sympy), so a check that
-spends all 2 M calls takes ~1.6 s of CPU, 5% of the guard's 30 s (the 5 M of the round before:
-4 s). Wall time is that CPU time stretched by the machine's load: the 5 M calls took 21 s of the
-30 under four busy processes (issue 52), where 2 M would take ~8 (2/5 of the work under the same
-load). Past a load that stretches 1.6 s beyond 30, no budget counted in work can bind first;
-the guard then answers unknown (counted, never False). benchmarks/answers_deadlines.py
+spends all 2 M calls takes ~1.5 s of CPU, 5% of the guard's 30 s. On a two-CPU machine such a
+check was cut after 1.3 s, and after 6.9 s with four CPU-bound processes beside it (23% of the
+guard); the 5 M calls of the round before took 3.3 s and 17.4 s there (21 s in issue 52). A
+fresh worker's first use of a sympy module (its import: uncounted) adds ~1.5 s once. Past a
+load that stretches 1.5 s of CPU beyond 30 s, no budget counted in work can bind first; the
+guard then answers unknown (counted, never False). benchmarks/answers_deadlines.py
 --budget-only measures all of it.
 
 why a pool still: math-verify's own timeouts use ``signal.alarm``, which raises off the main
@@ -90,23 +91,45 @@ def counted(fn, max_calls: int, *args) -> tuple[object, int]:
     """(fn(*args), Python calls it made); raises OverBudget once it made more than max_calls.
 
     The count is sys.settrace's "call" events (no line tracing: the hook returns None), so it
-    measures work, the same on an idle and a loaded machine."""
+    measures work, the same on an idle and a loaded machine.
+
+    why the re-arming: CPython unsets a trace function that raises, and an exception raised
+    where it cannot propagate (a generator's finalizer, a ``__del__``) is printed and dropped;
+    the rest of the check then ran uncounted, to its end or to the wall guard (issue 52: a check
+    past the budget answered True in one of three fresh workers, after 18 s). So the hook, before
+    it raises, sets a profile function that never raises and puts the hook back at the next
+    event, and a check that made more than max_calls calls is over budget even if it returned."""
     calls = 0
 
     def hook(frame, event, arg):
         nonlocal calls
         calls += 1
         if calls > max_calls:
+            sys.setprofile(rearm)
             raise OverBudget
         return None
 
-    previous = sys.gettrace()
+    def rearm(frame, event, arg):
+        if sys.gettrace() is None:
+            sys.settrace(hook)
+
+    previous, previous_profile = sys.gettrace(), sys.getprofile()
     sys.settrace(hook)
     try:
         result = fn(*args)
     finally:
+        sys.setprofile(previous_profile)  # first: `rearm` would put the hook back as the trace is reset
         sys.settrace(previous)
+    if calls > max_calls:  # an interruption was dropped on the way: the calls were spent all the same
+        raise OverBudget
     return result, calls
+
+
+def _quiet_over_budget(unraisable) -> None:
+    """sys.unraisablehook of a worker: an OverBudget dropped in a finalizer is expected (`counted`
+    interrupts again), anything else is reported as Python would."""
+    if not isinstance(unraisable.exc_value, OverBudget):
+        sys.__unraisablehook__(unraisable)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -207,6 +230,7 @@ def _init_worker() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.unraisablehook = _quiet_over_budget
     for name in ("math_verify", "latex2sympy2_extended"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     budgeted_equiv("x+1", "1+x", MAX_SYMBOLIC_CALLS)  # imports and lazy imports: not in any check's count
