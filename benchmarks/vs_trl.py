@@ -3,6 +3,12 @@
 Usage (needs TRL, an optional benchmark dependency: pip install trl==1.16.0):
     python benchmarks/vs_trl.py                     # 2 warm-up + 6 measured steps each, alternating
     python benchmarks/vs_trl.py --pairs 8 --workdir /tmp/vs-trl
+    python benchmarks/vs_trl.py --model ~/.cache/corl/gguf/files/SmolLM2-135M-Instruct.Q4_1.gguf --pairs 3 --warmup 1
+                                                    # a real pretrained model (a GGUF file or HF folder)
+
+With --model, the model is a real one (SmolLM2-135M-Instruct: python -m corl.studies.real.weights
+fetches it), prompted through its own chat template on both sides (TRL: conversational prompts;
+corl: chat_template: true), with an instruction to answer briefly; the rest of the job is the same.
 
 The job: one tiny Llama-style model (hidden 128, 4 layers, 4 heads, ffn 512, per-character
 tokenizer), taught the synthetic task's worked solutions for a few seconds so that its
@@ -78,14 +84,25 @@ def say(obj) -> None:
     print(json.dumps(obj), flush=True)
 
 
-def corl_config(out: Path, models: list[Path], data: Path, label_source: str, names: list[str] | None = None) -> dict:
+REAL_INSTRUCTION = "Answer with the number only."  # a real model's prompt: its chat template around problem + this
+
+
+def corl_config(
+    out: Path, models: list[Path], data: Path, label_source: str, names: list[str] | None = None, chat: bool = False
+) -> dict:
     """The `corl train` config of the benchmarks' job: agents `names` (default m0, m1, ...) on `data`,
-    K samples of PROMPTS prompts, beta 0, every other setting corl's default (grpo loss, grad norm 1)."""
+    K samples of PROMPTS prompts, beta 0, every other setting corl's default (grpo loss, grad norm 1).
+    chat: a real model, prompted through its chat template."""
     names = names or [f"m{i}" for i in range(len(models))]
+    prompt = (
+        {"template": "{problem}\n{instruction}", "instruction": REAL_INSTRUCTION}
+        if chat
+        else {"template": "{problem}\n", "instruction": ""}
+    )
     return {
         "output_dir": str(out),
-        "agents": [{"name": n, "model": str(m), "lr": LR} for n, m in zip(names, models)],
-        "data": {"train": str(data), "template": "{problem}\n", "instruction": ""},
+        "agents": [{"name": n, "model": str(m), "lr": LR, "chat_template": chat} for n, m in zip(names, models)],
+        "data": {"train": str(data), **prompt},
         "cohort": {
             "label_source": label_source,
             "reward": "agreement",
@@ -101,6 +118,12 @@ def corl_config(out: Path, models: list[Path], data: Path, label_source: str, na
     }
 
 
+def _has_chat_template(folder: Path) -> bool:
+    from transformers import AutoTokenizer
+
+    return bool(AutoTokenizer.from_pretrained(folder).chat_template)
+
+
 def corl_child(folder: Path, data: Path, workdir: Path) -> None:
     import torch
 
@@ -108,7 +131,7 @@ def corl_child(folder: Path, data: Path, workdir: Path) -> None:
     from corl.trainer import CohortTrainer
 
     torch.set_flush_denormal(True)
-    raw = corl_config(workdir / "corl-run", [folder], data, "truth", names=["a"])
+    raw = corl_config(workdir / "corl-run", [folder], data, "truth", names=["a"], chat=_has_chat_template(folder))
     trainer = CohortTrainer(validate_config(raw), workdir / "corl-run")
     agent = trainer.agents[0]
     lengths: list[float] = []
@@ -141,12 +164,17 @@ def trl_child(folder: Path, data: Path, workdir: Path) -> None:
 
     torch.set_flush_denormal(True)
     rows = [json.loads(line) for line in data.read_text().splitlines()]
-    dataset = Dataset.from_list([{"prompt": prompt_text(r["problem"]), "answer": r["answer"]} for r in rows])
+    if _has_chat_template(folder):  # conversational prompts: TRL applies the chat template, as corl does
+        prompts = [[{"role": "user", "content": f"{r['problem']}\n{REAL_INSTRUCTION}"}] for r in rows]
+    else:
+        prompts = [prompt_text(r["problem"]) for r in rows]
+    dataset = Dataset.from_list([{"prompt": p, "answer": r["answer"]} for p, r in zip(prompts, rows, strict=True)])
     lengths: list[float] = []
 
     def gt_reward(completions, answer, completion_ids, **_):
         lengths.append(sum(len(c) for c in completion_ids) / len(completion_ids))
-        return [float(grade(c, a)) for c, a in zip(completions, answer, strict=True)]
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]  # conversational: the reply
+        return [float(grade(c, a)) for c, a in zip(texts, answer, strict=True)]
 
     class Stepper(TrainerCallback):
         """Holds every step until the parent asks for it, then reports its time."""
@@ -198,6 +226,13 @@ def trl_child(folder: Path, data: Path, workdir: Path) -> None:
     trainer.train()
 
 
+def real_rows(n: int) -> list[dict]:
+    """Sums of two numbers below 20: a real model answers some and misses some (mixed rewards)."""
+    rng = random.Random(0)
+    pairs = [(rng.randint(2, 19), rng.randint(2, 19)) for _ in range(n)]
+    return [{"id": str(i), "problem": f"What is {a} + {b}?", "answer": str(a + b)} for i, (a, b) in enumerate(pairs)]
+
+
 class Child:
     def __init__(self, kind: str, folder: Path, data: Path, workdir: Path):
         cmd = [sys.executable, __file__, "--child", kind, str(folder), str(data), str(workdir)]
@@ -230,6 +265,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--pretrain-steps", type=int, default=300)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/corl-vs-trl"))
+    ap.add_argument("--model", help="a real model (GGUF file, HF folder or id) instead of the tiny Llama")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -241,10 +277,16 @@ def main() -> None:
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     folder, data = args.workdir / "model", args.workdir / "train.jsonl"
-    if not (folder / "config.json").exists():
-        build_model(folder, args.pretrain_steps)
-    write_jsonl(make_split("train", 2000, seed=0), data)
-    print(f"load average {os.getloadavg()[0]:.1f}; {PROMPTS} prompts x K={K}, <= {MAX_NEW} new tokens, beta 0")
+    if args.model:
+        from corl.models import resolve_model_path
+
+        folder = Path(resolve_model_path(args.model))  # a GGUF file: its converted folder, as corl trains it
+        write_jsonl(real_rows(2000), data)
+    else:
+        if not (folder / "config.json").exists():
+            build_model(folder, args.pretrain_steps)
+        write_jsonl(make_split("train", 2000, seed=0), data)
+    print(f"load average {os.getloadavg()[0]:.1f}; {folder.name}: {PROMPTS} prompts x K={K}, <= {MAX_NEW} new tokens, beta 0")
     children = {"corl": Child("corl", folder, data, args.workdir), "trl": Child("trl", folder, data, args.workdir)}
     for _ in range(args.warmup):
         for c in children.values():
