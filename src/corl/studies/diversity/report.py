@@ -18,12 +18,19 @@ from corl.studies.diversity.metrics import PairStats, kappa_gap, pearson, rank_p
 PAPER_REFERENCE = (
     "paper (Appendix A): cross-family pairs kappa <= 0.42, c >= 29.4%; same-family and seed-only pairs kappa >= 0.51, c <= 24.6%"
 )
+NOTHING_SOLVED = "no model solves any of these problems"
 WEAK_PARTNER_RATIO = 0.5  # warn when a recommended partner is less than half as accurate
 
 
 def recommend(pairs: Sequence[PairStats], samples: dict[str, list], anchor: str | None) -> str:
     """One sentence a user can act on: the most decoupled partner (or pair), with caveats."""
     accuracy = {s.name: s.accuracy for group in samples.values() for s in group}
+    if accuracy and not any(accuracy.values()):
+        # every kappa here is the degenerate 1.0 and every u is 0: a ranking would still name a
+        # "best" pair, but every majority a peer could teach is wrong, so no cohort learns from these
+        return (NOTHING_SOLVED + ": every label a peer's majority gives is wrong, so no cohort can learn from them "
+                "without labels; measure on problems the models solve sometimes (an easier split, a few-shot "
+                "prompt, more new tokens)")  # fmt: skip
     if anchor is not None:
         ranked = rank_partners(pairs, anchor)
         if not ranked:
@@ -93,7 +100,8 @@ def build_report(
         "kappa_gap": kappa_gap(pairs),
         "anchor": None,
         "recommendation": recommend(pairs, samples, anchor),
-        "cohort": recommend_cohort(pairs, list(samples)),
+        # no cohort to recommend when no model solves anything (recommend says why)
+        "cohort": recommend_cohort(pairs, list(samples)) if any(accuracy.values()) else None,
         "reference": PAPER_REFERENCE,
     }
     if report["cohort"] is not None:
