@@ -18,7 +18,7 @@ def write_report(out: Path, results: dict, claims: list[str]) -> None:
         "",
         f"SmolLM2-135M-Instruct and Gemma-3-270M (GGUF, dequantized to float32), one-digit arithmetic as bare "
         f"equations; every method {opts['steps']} steps x {opts['prompts_per_step']} prompts x K = "
-        f"{opts['samples_per_prompt']}, lr {opts['lr']}, on unlabeled training prompts (GT-Reward alone given answers); "
+        f"{opts['samples_per_prompt']}, lr {', '.join(f'{k} {v:g}' for k, v in opts['lr'].items())}, on unlabeled training prompts (GT-Reward alone given answers); "
         f"label-free selection on {opts['val_size']} validation problems; {opts['test_size']} test problems, "
         f"{opts['k_eval']} samples each.",
         "",
