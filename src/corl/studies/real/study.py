@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,6 +169,9 @@ def run_study(opts: RealOptions) -> dict:
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(yaml.safe_dump(run_config(opts, method, models, files), sort_keys=False))
         results["train"][method] = train(opts, method, config, opts.out / "logs" / f"{method}.log")
+        # what the study evaluates is best/ (label-free selection's copy); a finished run's checkpoints
+        # are 4.6 GiB each for the pair (float32 weights and AdamW moments), two kept per run
+        shutil.rmtree(opts.out / "runs" / method / "checkpoints", ignore_errors=True)
         results_path.write_text(json.dumps(results, indent=1))
     for method in [*opts.methods, *(["base-val"] if "base" in opts.methods else [])]:
         if method not in results["eval"] or results["eval"][method]["command"]["exit_code"] != 0:
