@@ -91,7 +91,7 @@ def test_what_is_not_a_model_is_a_one_line_error(finished_run, tmp_path):
     done = corl("eval", *everything)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
-    assert "manifest.json' is a file, not a model: expected a run folder (with checkpoints/)" in done.stderr
+    assert "manifest.json' is a file, not a model: expected a run folder (with checkpoints/ or best/)" in done.stderr
     done = corl("eval", str(finished_run), "--step", "7")
     assert done.returncode == 2 and "has no checkpoint after step 7 (it has: 1, 2)" in done.stderr
     done = corl("eval", str(finished_run / "agent0"))
@@ -142,6 +142,27 @@ def test_the_note_says_what_was_taken_from_the_run_and_from_a_tiny_source(finish
     vision = [Target("v", "tiny-vl:qwen2vl-bpe")]  # the image first, in the processor's own template
     assert run_defaults(vision)[0] == {"template": VISION_TEMPLATE, "instruction": ""}
     assert run_defaults([*tiny, *vision]) == ({}, None)  # models that disagree: nothing taken
+
+
+def test_a_run_whose_checkpoints_were_removed_is_evaluated_by_what_it_selected(finished_run, tmp_path):
+    """A finished run keeps best/ and drops checkpoints/ to free the disk (the real-model study does:
+    two checkpoints of its pair are 9 GiB): `corl eval RUN --step best` still evaluates it as a run."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    shutil.copytree(run / "checkpoints" / "step_000002", run / "best")
+    shutil.rmtree(run / "checkpoints")
+    agents = resolve_targets([str(run)], step="best")
+    assert [t.label for t in agents] == ["agent0", "agent1", "agent2"]  # the run's agent order, from its config
+    assert all(t.run == run and t.checkpoint == run / "best" for t in agents)
+    with pytest.raises(TargetError, match="has no checkpoints/ any more; evaluate best \\(--step best\\)"):
+        resolve_targets([str(run)])
+    with pytest.raises(TargetError, match="is not a run but holds runs: run;"):
+        resolve_targets([str(tmp_path)])
+    shutil.rmtree(run / "best")  # config.yaml alone is no run
+    with pytest.raises(TargetError, match="is not a model"):
+        resolve_targets([str(run)])
 
 
 def test_labels_tell_rows_apart(tmp_path):

@@ -24,7 +24,7 @@ from corl.models import check_model_source
 from corl.models.sources import split_model_name
 
 EXPECTED = (
-    "expected a run folder (with checkpoints/), a checkpoint folder (RUN/checkpoints/step_N), "
+    "expected a run folder (with checkpoints/ or best/), a checkpoint folder (RUN/checkpoints/step_N), "
     "a model folder (with config.json), a GGUF file, a Hugging Face id or tiny:<family>"
 )
 
@@ -104,7 +104,7 @@ def _expand(item: str, step: str | None) -> list[Target]:
         cfg = run_config(run) if run is not None else None
         chat = next((a.chat_template for a in cfg.agents if a.name == path.name), None) if cfg is not None else None
         return [Target(path.name, str(path), run, checkpoint, chat)]
-    if (path / "checkpoints").is_dir():
+    if _is_run(path):
         return _agents(path, _pick_checkpoint(path, step))
     if path.name == "checkpoints" and path.parent.is_dir():
         return _agents(path.parent, _pick_checkpoint(path.parent, step))
@@ -127,11 +127,19 @@ def _runs_under(folder: Path, depth: int = 2) -> list[str]:
     except OSError:  # an unreadable folder holds no run we can name
         return found
     for sub in subs:
-        if (sub / "checkpoints").is_dir():
+        if _is_run(sub):
             found.append(sub.name)
         elif depth > 1:
             found += [f"{sub.name}/{name}" for name in _runs_under(sub, depth - 1)]
     return found
+
+
+def _is_run(path: Path) -> bool:
+    """A run folder: its checkpoints/, or (a finished run whose checkpoints were removed to free
+    the disk, as the real-model study does) its config.yaml beside a selected checkpoint (best/)."""
+    if (path / "checkpoints").is_dir():
+        return True
+    return (path / "config.yaml").is_file() and any(_is_checkpoint(p) for p in path.glob("best*"))
 
 
 def _is_checkpoint(path: Path) -> bool:
@@ -152,7 +160,7 @@ def _run_of_checkpoint(checkpoint: Path) -> Path | None:
     RUN/best-<rule> (the selected checkpoints, beside config.yaml); None for a folder moved elsewhere."""
     if checkpoint.parent.name == "checkpoints":
         return checkpoint.parent.parent
-    if checkpoint.name.startswith("best") and (checkpoint.parent / "checkpoints").is_dir():
+    if checkpoint.name.startswith("best") and _is_run(checkpoint.parent):
         return checkpoint.parent
     return None
 
@@ -165,6 +173,11 @@ def _pick_checkpoint(run: Path, step: str | None) -> Path:
         pointer = root / "latest"
         chosen = root / pointer.read_text().strip() if pointer.is_file() else (steps[-1] if steps else None)
         if chosen is None or not chosen.is_dir():
+            if not root.is_dir():  # removed; what logging.select chose is still there
+                have = sorted(p.name for p in run.glob("best*") if _is_checkpoint(p))
+                raise TargetError(
+                    f"run folder {str(run)!r} has no checkpoints/ any more; evaluate {', '.join(have)} (--step best)"
+                )
             raise TargetError(f"run folder {str(run)!r} has no checkpoint yet (checkpoints/ is empty); wait for its first one")
         return chosen
     if step.startswith("best"):  # RUN/best (logging.select), RUN/best-<rule> (logging.select_also)
