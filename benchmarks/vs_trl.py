@@ -3,7 +3,7 @@
 Usage (needs TRL, an optional benchmark dependency: pip install trl==1.16.0):
     python benchmarks/vs_trl.py                     # 2 warm-up + 6 measured steps each, alternating
     python benchmarks/vs_trl.py --pairs 8 --workdir /tmp/vs-trl
-    python benchmarks/vs_trl.py --model ~/.cache/corl/gguf/files/SmolLM2-135M-Instruct.Q4_1.gguf --pairs 3 --warmup 1
+    python benchmarks/vs_trl.py --model ~/.cache/corl/gguf/files/SmolLM2-135M-Instruct.Q4_1.gguf --prompts 4 --pairs 2 --warmup 1
                                                     # a real pretrained model (a GGUF file or HF folder)
 
 With --model, the model is a real one (SmolLM2-135M-Instruct: python -m corl.studies.real.weights
@@ -43,7 +43,8 @@ import sys
 import time
 from pathlib import Path
 
-PROMPTS, K, MAX_NEW, LR = 16, 8, 56, 2e-4
+# --prompts reaches the children through the environment (they are this file, started again)
+PROMPTS, K, MAX_NEW, LR = int(os.environ.get("VS_TRL_PROMPTS", "16")), 8, 56, 2e-4
 
 
 def rss_bytes() -> int:
@@ -266,8 +267,16 @@ def main() -> None:
     ap.add_argument("--pretrain-steps", type=int, default=300)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/corl-vs-trl"))
     ap.add_argument("--model", help="a real model (GGUF file, HF folder or id) instead of the tiny Llama")
+    ap.add_argument(
+        "--prompts",
+        type=int,
+        help="prompts per step (default 16); SmolLM2 at 16 x 8: TRL's step held 14 GiB and was OOM-killed here",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.prompts:
+        os.environ["VS_TRL_PROMPTS"] = str(args.prompts)
+        globals()["PROMPTS"] = args.prompts
     if args.child:
         kind, folder, data, workdir = args.child
         (corl_child if kind == "corl" else trl_child)(Path(folder), Path(data), Path(workdir))
