@@ -3,7 +3,7 @@
 Usage (needs TRL, an optional benchmark dependency: pip install trl==1.16.0):
     python benchmarks/vs_trl.py                     # 2 warm-up + 6 measured steps each, alternating
     python benchmarks/vs_trl.py --pairs 8 --workdir /tmp/vs-trl
-    python benchmarks/vs_trl.py --model ~/.cache/corl/gguf/files/SmolLM2-135M-Instruct.Q4_1.gguf --prompts 4 --pairs 2 --warmup 1
+    python benchmarks/vs_trl.py --model ~/.cache/corl/gguf/files/SmolLM2-135M-Instruct.Q4_1.gguf --prompts 4 --pairs 2 --warmup 1 --full-length
                                                     # a real pretrained model (a GGUF file or HF folder)
 
 With --model, the model is a real one (SmolLM2-135M-Instruct: python -m corl.studies.real.weights
@@ -45,6 +45,9 @@ from pathlib import Path
 
 # --prompts reaches the children through the environment (they are this file, started again)
 PROMPTS, K, MAX_NEW, LR = int(os.environ.get("VS_TRL_PROMPTS", "16")), 8, 56, 2e-4
+# --full-length: every completion runs to MAX_NEW on both sides (corl: an EOS that is never drawn;
+# TRL: min_new_tokens), so the step times compare the same work whatever each side's model learns
+FULL_LENGTH = os.environ.get("VS_TRL_FULL_LENGTH") == "1"
 
 
 def rss_bytes() -> int:
@@ -135,6 +138,8 @@ def corl_child(folder: Path, data: Path, workdir: Path) -> None:
     raw = corl_config(workdir / "corl-run", [folder], data, "truth", names=["a"], chat=_has_chat_template(folder))
     trainer = CohortTrainer(validate_config(raw), workdir / "corl-run")
     agent = trainer.agents[0]
+    if FULL_LENGTH:
+        agent.engine.eos_ids = [len(agent.tokenizer) + 7]  # never drawn: every completion is full length
     lengths: list[float] = []
     sample = agent.sample
 
@@ -218,6 +223,7 @@ def trl_child(folder: Path, data: Path, workdir: Path) -> None:
         disable_tqdm=True,  # its progress bar would interleave with the table (and costs TRL a little)
         seed=0,
         dataloader_num_workers=0,
+        generation_kwargs={"min_new_tokens": MAX_NEW} if FULL_LENGTH else None,
     )
     model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager")  # as corl loads it
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -272,8 +278,11 @@ def main() -> None:
         type=int,
         help="prompts per step (default 16); SmolLM2 at 16 x 8: TRL's step held 14 GiB and was OOM-killed here",
     )
+    ap.add_argument("--full-length", action="store_true", help="every completion runs to the token limit on both sides")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.full_length:
+        os.environ["VS_TRL_FULL_LENGTH"] = "1"
     if args.prompts:
         os.environ["VS_TRL_PROMPTS"] = str(args.prompts)
         globals()["PROMPTS"] = args.prompts
