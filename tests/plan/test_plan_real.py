@@ -5,8 +5,9 @@ Measured as in tests/plan/test_plan.py: the peak of live CPU tensors (torch's pr
 allocation of the step), the CPU counterpart of torch.cuda.max_memory_allocated. The model is built
 from the file's config (random weights: memory does not depend on their values, and the
 profiler sees every one of them allocated); two updates, the second the steady state (gradients and
-AdamW moments exist). The sampling phase is left out: profiling a generate call of a 30-layer model
-token by token holds more events than the machine has memory (docs/real-models.md)."""
+AdamW moments exist). The sampling phase is left out: the whole-step profile of SmolLM2
+(benchmarks/memory_plan.py, 64 sequences x 64 sampled tokens, then the update) grew past 14 GiB of
+profiler events without finishing (docs/real-models.md)."""
 
 from __future__ import annotations
 
