@@ -81,7 +81,7 @@ def test_the_plans_update_of_a_real_model_against_the_measured_peak(name, reques
     assert 0.75 < predicted / measured < 1.25, (predicted, measured)
 
 
-S_PROMPTS, S_K, S_PROMPT, S_COMPLETION = 4, 8, 64, 32
+S_PROMPTS, S_K, S_PROMPT, S_COMPLETION = 4, 8, 48, 16
 
 
 @pytest.mark.parametrize("name", ["smollm2", "gemma3"])
