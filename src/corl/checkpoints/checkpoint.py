@@ -35,6 +35,7 @@ import torch
 
 from corl.checkpoints.model_card import write_model_cards
 from corl.config import ConfigError
+from corl.files import write_whole
 from corl.parallel.exchange import Exchange, LocalExchange, PeerFailure
 
 
@@ -55,15 +56,6 @@ def set_rng_state(state: dict) -> None:
     if "cuda" in state and torch.cuda.is_available():
         for device, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(cuda_state, device)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class CheckpointError(RuntimeError):
@@ -168,11 +160,11 @@ def save_checkpoint(
         (tmp / "state.json").write_text(
             json.dumps({"step": step, "agents": sorted(p.name for p in tmp.iterdir() if p.is_dir())}, indent=1)
         )
-        _write_atomic(tmp / MANIFEST, json.dumps(manifest(tmp), indent=1))
+        write_whole(tmp / MANIFEST, json.dumps(manifest(tmp), indent=1))
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-        _write_atomic(root / "latest", final.name)
+        write_whole(root / "latest", final.name)
         if keep_last:
             _prune(root, final, keep_last)
 
@@ -407,7 +399,7 @@ def add_to_manifest(checkpoint: Path, files: list[Path]) -> None:
     entries = json.loads(path.read_text())
     for file in files:
         entries[str(file.relative_to(checkpoint))] = {"bytes": file.stat().st_size, "sha256": _sha256(file)}
-    _write_atomic(path, json.dumps(dict(sorted(entries.items())), indent=1))
+    write_whole(path, json.dumps(dict(sorted(entries.items())), indent=1))
 
 
 def manifest_lists(checkpoint: Path, names: list[str]) -> bool:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from corl.config import RunConfig, load_config
+from corl.files import write_whole
 from corl.labels import LabelContext, label_source_spec
 from corl.rewards import reward_spec
 from corl.tracking.metrics import read_metrics
@@ -46,7 +46,7 @@ def write_model_cards(checkpoint: Path, run_dir: Path, step: int) -> None:
     for index, agent in enumerate(cfg.agents):
         folder = checkpoint / agent.name
         if (folder / "config.json").is_file():
-            _write_atomic(folder / CARD, str(model_card(cfg, index, step, validation)))
+            write_whole(folder / CARD, str(model_card(cfg, index, step, validation)))
 
 
 def last_validation(run_dir: Path, step: int) -> dict | None:
@@ -246,7 +246,7 @@ def record_suite_results(results: dict) -> list[Path]:
         if "corl" not in (card.data.tags or []) or SUITE_START not in card.text:
             continue  # a card someone else wrote
         _put_suite(card, results, row, Path(checkpoint).name)
-        _write_atomic(card_path, str(card))
+        write_whole(card_path, str(card))
         _update_manifest(card_path)
         updated.append(card_path)
     return updated
@@ -293,10 +293,4 @@ def _update_manifest(card_path: Path) -> None:
     if name in entries:
         data = card_path.read_bytes()
         entries[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-        _write_atomic(manifest, json.dumps(entries, indent=1))
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+        write_whole(manifest, json.dumps(entries, indent=1))

@@ -17,6 +17,7 @@ import typer
 from rich.markup import escape  # help texts are rich markup: "corl[vllm]" would lose "[vllm]"
 
 from corl.config import DEFAULT_INSTRUCTION
+from corl.files import writing_whole
 
 CODE_STYLES = ("humaneval", "humaneval_instruct", "mbpp", "mbpp_instruct")
 
@@ -136,8 +137,7 @@ def evaluate(
         )  # fmt: skip
     _relabel(results, per_problem, targets)
     if records is not None:
-        records.parent.mkdir(parents=True, exist_ok=True)
-        with records.open("w", encoding="utf-8", errors="backslashreplace") as f:
+        with writing_whole(records, encoding="utf-8", errors="backslashreplace") as f:  # a kill leaves no short file
             for record in per_problem:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
     if as_json:

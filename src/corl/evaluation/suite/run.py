@@ -10,7 +10,8 @@ from pathlib import Path
 from corl.evaluation.suite import report
 from corl.evaluation.suite.external import NotRun
 from corl.evaluation.suite.protocol import Benchmark
-from corl.evaluation.suite.runner import Checkpoint, atomic_write, compute_cell, finished_cell, preflight, resolve_engine
+from corl.evaluation.suite.runner import Checkpoint, compute_cell, finished_cell, preflight, resolve_engine
+from corl.files import write_whole
 
 
 @dataclass
@@ -85,6 +86,6 @@ def run_suite(
         if pool is not None:
             pool.close()
     outcome.results = report.build(suite, benches, checkpoints, cells, out, resamples, bootstrap_seed, engine_name)
-    atomic_write(out / "results.json", json.dumps(outcome.results, ensure_ascii=False, indent=1))
-    atomic_write(out / "results.md", report.markdown(outcome.results))
+    write_whole(out / "results.json", json.dumps(outcome.results, ensure_ascii=False, indent=1))
+    write_whole(out / "results.md", report.markdown(outcome.results))
     return outcome

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import time
 import zlib
@@ -31,6 +30,7 @@ from corl.data.rows import DataError
 from corl.evaluation.suite import graders
 from corl.evaluation.suite.external import NotRun, run_lcb
 from corl.evaluation.suite.protocol import Benchmark
+from corl.files import write_whole
 
 CELL_VERSION = 1
 
@@ -45,19 +45,6 @@ def checkpoint_tag(checkpoint: str) -> str:
 def cell_paths(out: Path, checkpoint: str, bench: str) -> tuple[Path, Path]:
     base = out / "cells" / checkpoint_tag(checkpoint)
     return base / f"{bench}.json", base / f"{bench}.jsonl"
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` so that `path` is either absent, the old file, or all of the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.tmp*"):  # left by a run killed mid-write
-        stale.unlink(missing_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def finished_cell(out: Path, checkpoint: str, bench: Benchmark) -> dict | None:
@@ -212,8 +199,8 @@ def compute_cell(bench: Benchmark, ckpt: Checkpoint, out: Path, pool, batch_prom
         }
     )
     path, rec_path = cell_paths(out, ckpt.name, bench.name)
-    atomic_write(rec_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    atomic_write(path, json.dumps(cell, ensure_ascii=False, indent=1))
+    write_whole(rec_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    write_whole(path, json.dumps(cell, ensure_ascii=False, indent=1))
     return cell
 
 
