@@ -384,7 +384,7 @@ def test_trl_completion_logs_are_graded_per_step(tmp_path):
         (
             [_chat_completion("p1", ["x"])],
             ["--format", "nope"],
-            "--format must be one of openai, openai-batch, vllm, lm-eval, trl, got 'nope'",
+            "--format must be one of openai, openai-batch, vllm, lm-eval, trl, corl, got 'nope'",
         ),
         (
             [_chat_completion("p1", ["x"])],
@@ -395,7 +395,7 @@ def test_trl_completion_logs_are_graded_per_step(tmp_path):
         ([_chat_completion("p1", ["x"])], [], "no gold answer field (answer, gold) (columns: choices, created,"),
         ([_chat_completion("p1", ["x"])], [], "set --answer-field, or give --answers FILE"),
         ([{"text_out": "x", "answer": "4"}], [], "no completion field (completions, completion, samples"),
-        ([{"text_out": "x", "answer": "4"}], [], "or --format (openai, openai-batch, vllm, lm-eval, trl)"),
+        ([{"text_out": "x", "answer": "4"}], [], "or --format (openai, openai-batch, vllm, lm-eval, trl, corl)"),
         ([{**_chat_completion("p1", ["x"]), "answer": "4"}], ["--completion-field", "choices.*.message.parts"], "no key 'parts'"),
         (
             [

@@ -95,3 +95,24 @@ def test_a_resumed_run_removes_the_completions_of_the_steps_it_redoes(tmp_path):
         step_file(tmp_path, step).write_text("{}\n")
     CompletionsLog(tmp_path, every=1, first_step=3, wandb=False)  # the checkpoint was after step 2
     assert sorted(p.name for p in (tmp_path / "completions").iterdir()) == ["step_000001.jsonl", "step_000002.jsonl"]
+
+
+def test_corl_grade_reads_a_steps_file_agent_by_agent_without_flags(interrupted_run):
+    """`corl grade RUN/completions/step_N.jsonl`: corl's own format told from its columns, one figure per agent,
+    each problem's K rows one problem (never one problem of 2K samples), gold the rows' own."""
+    from typer.testing import CliRunner
+
+    from corl.answers import is_equivalent
+    from corl.cli import app
+
+    run, _ = interrupted_run
+    rows = _rows(run, 1)
+    result = CliRunner().invoke(app, ["grade", str(step_file(run, 1)), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert "read as --format corl" in " ".join(result.stderr.split())
+    assert (out["n"], out["k"], sorted(out["models"])) == (B, K, list(AGENTS))
+    for agent in AGENTS:  # avg@K by hand: the share of the agent's rows whose answer is the gold one
+        mine = [r for r in rows if r["agent"] == agent]
+        right = [r["extracted_answer"] is not None and is_equivalent(r["extracted_answer"], r["gold"]) for r in mine]
+        assert out["models"][agent]["avg@4"] == pytest.approx(sum(right) / len(right)), agent

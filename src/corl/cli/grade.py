@@ -46,7 +46,7 @@ def grade_command(
     fmt: str | None = typer.Option(
         None,
         "--format",
-        help="The generator's file format: openai, openai-batch, vllm, lm-eval, trl (sets the completion path, id and "
+        help="The generator's file format: openai, openai-batch, vllm, lm-eval, trl, corl (sets the completion path, id and "
         "gold; default: told from the rows' keys, and said).",
     ),
     answers: str | None = typer.Option(
@@ -91,6 +91,7 @@ def grade_command(
     from corl.cli.output import console as make_console
     from corl.evaluation.grade import GradeError
     from corl.evaluation.grade_run import GradeOptions, grade_file
+    from corl.files import writing_whole
 
     err = make_console(stderr=True)
     options = GradeOptions(
@@ -103,8 +104,7 @@ def grade_command(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     if records is not None:
-        records.parent.mkdir(parents=True, exist_ok=True)
-        with records.open("w", encoding="utf-8", errors="backslashreplace") as f:
+        with writing_whole(records, encoding="utf-8", errors="backslashreplace") as f:  # a kill leaves no short file
             f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in per_row)
     if as_json:
         print(json.dumps(results))

@@ -79,6 +79,13 @@ PRESETS: dict[str, Preset] = {
         doc="TRL's completion logs (OUTPUT_DIR/completions/*.parquet, the W&B completions table; graded per step) "
         "and datasets with standard or conversational completions; gold from --answers joined on the prompt",
     ),
+    "corl": Preset(
+        ("completion",),
+        "id",
+        model_field="agent",
+        doc="corl's own completions log (logging.log_completions: RUN/completions/step_*.jsonl, its W&B table): "
+        "graded agent by agent; gold is the rows' own where the training data had answers, else from --answers",
+    ),
 }
 
 
@@ -92,6 +99,8 @@ def detect_format(row: dict) -> tuple[str, str] | None:
         return "openai-batch", "'custom_id' and 'response': OpenAI Batch API output (or vllm run-batch's)"
     if "doc_id" in row and "resps" in row:
         return "lm-eval", "'doc_id' and 'resps': an lm-eval --log_samples file"
+    if {"step", "agent", "sample", "completion"} <= row.keys():  # before TRL's: corl's rows carry its columns too
+        return "corl", "'step', 'agent', 'sample' and 'completion': corl's completions log"
     if {"step", "prompt", "completion"} <= row.keys():
         return "trl", "'step', 'prompt' and 'completion': TRL's completion log"
     if _is_list_of(row.get("outputs"), dict) and "text" in row["outputs"][0]:

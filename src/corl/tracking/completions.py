@@ -8,8 +8,8 @@ cohort.truncated_answers: drop), `label` (the answer its label source gave it; N
 and `label_agreement` (the label's vote share), `reward`, `advantage` (GRPO's, from the step's
 rewards), `truncated`, and `gold` where the training data has answers (a diagnostic: no reward
 reads it). With W&B on, the same rows go to a W&B table `completions`, TRL's name and columns
-(step, prompt, completion, reward, advantage) plus the others. `corl grade FILE --model-field agent`
-grades a step's file against its gold answers, agent by agent.
+(step, prompt, completion, reward, advantage) plus the others. `corl grade FILE` grades a step's
+file against its gold answers, agent by agent (its format told from the columns: --format corl).
 
 Each step's file is written whole (a temporary name, then a rename). A resumed run removes the
 files of the steps after its checkpoint (the interrupted run's, which it redoes), and sends W&B
