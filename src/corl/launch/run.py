@@ -28,12 +28,14 @@ machine, each in its own folder (tests/parallel/test_distributed_fsdp.py).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -162,6 +164,7 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
         entry.leave()
         preemption.__exit__()
         raise
+    atexit.register(_destroy_before_finalization)
     heartbeat = Heartbeat(store, rank, cfg.distributed.timeout_s, layout)
     heartbeat.start_beating()
     preemption.heartbeat = heartbeat
@@ -210,6 +213,26 @@ def _launch_distributed(cfg: RunConfig, run_dir: Path, resume: bool, progress_fa
     heartbeat.stop_beating()
     dist.destroy_process_group()
     return last if rank == 0 else None
+
+
+def _destroy_before_finalization(wait_s: float = 10.0) -> None:
+    """At exit, a process group a failure left standing is destroyed while the interpreter is alive.
+
+    why: gloo's worker threads hold tensors with Python references; left to the interpreter's
+    finalization, their destruction takes the GIL of an interpreter being torn down and the rank
+    dies of SIGABRT ("terminate called without an active exception": a second line beside the
+    failure's one, exit -6 instead of 1; pytorch/pytorch#179291 proposed this handler in
+    init_process_group). In a thread, so that a peer that never answers cannot hold the exit."""
+    if not dist.is_initialized():
+        return  # the run ended normally: destroyed already
+
+    def destroy() -> None:
+        with contextlib.suppress(Exception):  # exiting already, and its failure said
+            dist.destroy_process_group()
+
+    done = threading.Thread(target=destroy, daemon=True)
+    done.start()
+    done.join(wait_s)
 
 
 def _commits_checkpoints(run_dir: Path, rank: int, layout: Layout, exchange: WorldExchange) -> bool:
