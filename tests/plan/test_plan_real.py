@@ -42,6 +42,18 @@ def _peak_above_start(prof) -> int:
     return max(e.extra_fields.total_allocated for e in allocations) - before
 
 
+def _agent_plan(name: str, gguf, prompts: int, k: int, prompt: int, completion: int):
+    """corl plan's agent of a one-agent run of the GGUF file, at this shape (its config read from the header)."""
+    cfg = validate_config({
+        "device": "cpu",
+        "agents": [{"name": name, "model": str(gguf)}],
+        "data": {"train": "unused.jsonl"},
+        "cohort": {"label_source": "self", "samples_per_prompt": k, "prompts_per_step": prompts, "max_new_tokens": completion},
+        "plan": {"prompt_tokens": prompt},
+    })  # fmt: skip
+    return Planner(cfg, Machine(1, 64 * GIB, "cpu", "test")).plan(cfg).ranks[0].agents[0]
+
+
 @pytest.mark.parametrize("name", ["smollm2", "gemma3"])
 def test_the_plans_update_of_a_real_model_against_the_measured_peak(name, request):
     from transformers import AutoModelForCausalLM
@@ -53,13 +65,6 @@ def test_the_plans_update_of_a_real_model_against_the_measured_peak(name, reques
     from corl.trainer import Agent
 
     gguf = request.getfixturevalue(f"{name}_gguf")
-    cfg = validate_config({
-        "device": "cpu",
-        "agents": [{"name": name, "model": str(gguf)}],
-        "data": {"train": "unused.jsonl"},
-        "cohort": {"label_source": "self", "samples_per_prompt": K, "prompts_per_step": N_PROMPTS, "max_new_tokens": COMPLETION},
-        "plan": {"prompt_tokens": PROMPT},
-    })  # fmt: skip
     config = gguf_config(str(gguf))  # read from the file's header: no weights converted
     n = N_PROMPTS * K
     torch.manual_seed(0)
@@ -74,8 +79,7 @@ def test_the_plans_update_of_a_real_model_against_the_measured_peak(name, reques
         for _ in range(2):
             agent.update(rollout, torch.randn(N_PROMPTS, K), SamplingParams(max_new_tokens=COMPLETION))
     measured = _peak_above_start(prof)
-    plan = Planner(cfg, Machine(1, 64 * GIB, "cpu", "test")).plan(cfg)
-    agent_plan = plan.ranks[0].agents[0]
+    agent_plan = _agent_plan(name, gguf, N_PROMPTS, K, PROMPT, COMPLETION)
     predicted = sum(item.bytes for item in agent_plan.states) + sum(item.bytes for item in agent_plan.phases["update"])
     print(f"\n{name}: plan {predicted / GIB:.3f} GiB, measured {measured / GIB:.3f} GiB, ratio {predicted / measured:.3f}")
     assert 0.75 < predicted / measured < 1.25, (predicted, measured)
@@ -97,13 +101,6 @@ def test_the_plans_sampling_of_a_real_model_against_the_measured_peak(name, requ
     from corl.rollout.compact import sample_compacting
 
     gguf = request.getfixturevalue(f"{name}_gguf")
-    cfg = validate_config({
-        "device": "cpu",
-        "agents": [{"name": name, "model": str(gguf)}],
-        "data": {"train": "unused.jsonl"},
-        "cohort": {"label_source": "self", "samples_per_prompt": S_K, "prompts_per_step": S_PROMPTS, "max_new_tokens": S_COMPLETION},
-        "plan": {"prompt_tokens": S_PROMPT},
-    })  # fmt: skip
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(gguf_config(str(gguf))).eval()
     prompts = torch.randint(3, 1000, (S_PROMPTS, S_PROMPT))
@@ -115,8 +112,7 @@ def test_the_plans_sampling_of_a_real_model_against_the_measured_peak(name, requ
         tokens, _ = sample_compacting(model, prompts, mask, rows, params, eos_ids=[-1], pad_id=0)
     assert tokens.shape == (S_PROMPTS * S_K, S_COMPLETION)  # every sequence ran to the limit
     measured = _peak_above_start(prof)
-    plan = Planner(cfg, Machine(1, 64 * GIB, "cpu", "test")).plan(cfg)
-    agent_plan = plan.ranks[0].agents[0]
+    agent_plan = _agent_plan(name, gguf, S_PROMPTS, S_K, S_PROMPT, S_COMPLETION)
     assert agent_plan.sampled_at_once == S_PROMPTS * S_K
     predicted = sum(item.bytes for item in agent_plan.phases["sample"])
     print(
