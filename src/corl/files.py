@@ -14,8 +14,11 @@ a named pipe) is written in place: renaming over it would replace the device, no
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
+import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -84,3 +87,30 @@ def write_whole(path: str | Path, text: str, encoding: str = "utf-8") -> None:
     """Write `text` so that `path` is absent, the old file, or all of the new one."""
     with writing_whole(path, encoding=encoding) as f:
         f.write(text)
+
+
+class NotWritten(RuntimeError):
+    """A file could not be written (a full disk, no permission): the message names it, says why,
+    and that what it held before is intact. Said in one line by the command that wrote it."""
+
+
+def cannot_write(path: str | Path, err: OSError) -> str:
+    """Why `path` could not be written, for that one line: a full disk says how much is free."""
+    if err.errno != errno.ENOSPC:
+        return err.strerror or str(err)
+    free = 0.0
+    with contextlib.suppress(OSError):
+        free = shutil.disk_usage(Path(path).parent).free / 2**20
+    return f"the disk is full ({free:.1f} MiB free)"
+
+
+def write_jsonl(path: str | Path, rows) -> None:
+    """One JSON line per row, written whole (`--records` of corl eval and corl grade): text as
+    it is (unpaired surrogates a model wrote escaped, not an error). Raises NotWritten."""
+    path = Path(path)
+    try:
+        with writing_whole(path, encoding="utf-8", errors="backslashreplace") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    except OSError as err:
+        held = "what it held before is intact" if path.exists() else "nothing was written"
+        raise NotWritten(f"could not write {path}: {cannot_write(path, err)}; {held}") from None

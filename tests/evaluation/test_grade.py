@@ -279,3 +279,25 @@ def test_mbpp_pass_at_1_plus_beside_pass_at_1(tmp_path):
     assert (out["pass@1"], out["pass@1+"], out["pass@2"], out["pass@2+"]) == (1.0, 0.5, 1.0, 1.0)
     (line,) = [json.loads(x) for x in records.read_text().splitlines()]
     assert (line["c"], line["pass@1+"]) == (2, 0.5)
+
+
+def test_records_on_a_full_disk_are_one_line_and_the_old_file_stays(tmp_path, small_disk):
+    """--records onto a disk with no room: one line naming the file (exit 1), the previous records as they were,
+    nothing beside them; with room, the whole new file."""
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(
+        "".join(json.dumps({**r, "completions": [c + " x" * 20000 for c in r["completions"]]}) + "\n" for r in ROWS)
+    )
+    disk = small_disk(1)
+    records = disk / "records.jsonl"
+    records.write_text('{"old": 1}\n')
+    (disk / "fill").write_bytes(b"0" * (1024 * 1024 - 64 * 1024))  # a 1 MiB disk with less room than the records take
+    proc = corl("grade", str(samples), "--records", str(records))
+    assert proc.returncode == 1, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(lines) == 1 and f"could not write {records}: the disk is full" in lines[0], proc.stderr
+    assert "what it held before is intact" in lines[0] and "Traceback" not in proc.stderr
+    assert records.read_text() == '{"old": 1}\n' and sorted(p.name for p in disk.iterdir()) == ["fill", "records.jsonl"]
+    (disk / "fill").unlink()
+    assert corl("grade", str(samples), "--records", str(records)).returncode == 0
+    assert [json.loads(line)["id"] for line in records.read_text().splitlines()] == ["p1", "p2"]

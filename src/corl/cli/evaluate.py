@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape  # help texts are rich markup: "corl[vllm]" would lose "[vllm]"
 
 from corl.config import DEFAULT_INSTRUCTION
-from corl.files import writing_whole
+from corl.files import NotWritten, write_jsonl
 
 CODE_STYLES = ("humaneval", "humaneval_instruct", "mbpp", "mbpp_instruct")
 
@@ -137,9 +137,11 @@ def evaluate(
         )  # fmt: skip
     _relabel(results, per_problem, targets)
     if records is not None:
-        with writing_whole(records, encoding="utf-8", errors="backslashreplace") as f:  # a kill leaves no short file
-            for record in per_problem:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        try:
+            write_jsonl(records, per_problem)  # whole or not at all: a kill leaves no shorter file
+        except NotWritten as e:
+            err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(1) from None
     if as_json:
         print(json.dumps(results))
         return

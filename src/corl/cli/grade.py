@@ -91,7 +91,7 @@ def grade_command(
     from corl.cli.output import console as make_console
     from corl.evaluation.grade import GradeError
     from corl.evaluation.grade_run import GradeOptions, grade_file
-    from corl.files import writing_whole
+    from corl.files import NotWritten, write_jsonl
 
     err = make_console(stderr=True)
     options = GradeOptions(
@@ -104,8 +104,11 @@ def grade_command(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     if records is not None:
-        with writing_whole(records, encoding="utf-8", errors="backslashreplace") as f:  # a kill leaves no short file
-            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in per_row)
+        try:
+            write_jsonl(records, per_row)  # whole or not at all: a kill leaves no shorter file
+        except NotWritten as e:
+            err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(1) from None
     if as_json:
         print(json.dumps(results))
     else:

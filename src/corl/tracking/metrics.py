@@ -4,12 +4,12 @@ Weights & Biases (`corl.tracking.wandb_run`) that receive every row as it is wri
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
-import shutil
 from pathlib import Path
+
+from corl.files import cannot_write
 
 
 class RunFileError(RuntimeError):
@@ -18,18 +18,10 @@ class RunFileError(RuntimeError):
 
 
 def write_error(path: Path, err: OSError, run_dir: Path) -> RunFileError:
-    free = _free_mib(path)
-    why = f"the disk is full ({free:.1f} MiB free)" if err.errno == errno.ENOSPC else (err.strerror or str(err))
     return RunFileError(
-        f"could not write {path}: {why}; what it held before is intact. Free space, then continue the run with "
-        f"corl train --resume {run_dir} (from its last checkpoint)"
+        f"could not write {path}: {cannot_write(path, err)}; what it held before is intact. Free space, then continue "
+        f"the run with corl train --resume {run_dir} (from its last checkpoint)"
     )
-
-
-def _free_mib(path: Path) -> float:
-    with contextlib.suppress(OSError):
-        return shutil.disk_usage(path.parent).free / 2**20
-    return 0.0
 
 
 class MetricsLog:
